@@ -1,0 +1,1 @@
+//! Tool-call loop detection (work in progress: see issue 4).

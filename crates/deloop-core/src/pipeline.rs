@@ -1,0 +1,1 @@
+//! The answer pipeline (work in progress: see issue 2, section 5).

@@ -1,0 +1,1 @@
+//! Text repetition guards (work in progress: see issue 2).

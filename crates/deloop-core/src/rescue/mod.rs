@@ -1,0 +1,1 @@
+//! JSON rescue from broken model output (work in progress: see issue 3).

@@ -1,0 +1,45 @@
+//! Exit codes, documented in the README and in `deloop --help`.
+
+use std::process::ExitCode;
+
+/// How the process ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: success, nothing to report.
+    Ok = 0,
+    /// 1: a runtime failure (I/O, network, model) or nothing could be rescued.
+    Failure = 1,
+    /// 2: a usage error or bad input (clap also exits 2 on bad flags).
+    Usage = 2,
+    /// 3: a guard fired: a loop was cut or a critical tool-call loop found.
+    LoopFound = 3,
+}
+
+impl Exit {
+    /// The exit code for an error: [`BadInput`] maps to 2, anything else to 1.
+    pub fn for_error(err: &anyhow::Error) -> Exit {
+        if err.downcast_ref::<BadInput>().is_some() {
+            Exit::Usage
+        } else {
+            Exit::Failure
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit as u8)
+    }
+}
+
+/// Input the user must fix (bad UTF-8, malformed lines, invalid config):
+/// reported with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// The error for a command that is not built yet. It says so plainly and
+/// exits 1, so no caller mistakes it for a result.
+pub fn not_implemented(command: &str, issue: u32) -> anyhow::Error {
+    anyhow::anyhow!("`deloop {command}` is not implemented yet (tracked in issue {issue})")
+}

@@ -1,0 +1,1 @@
+//! Output formats (human and JSON) for the `clamp` command family.

