@@ -1,0 +1,177 @@
+//! Configuration of the repetition guards. Every number and list is a field;
+//! [`ClampConfig::default`] is deloop's guard and [`ClampConfig::seed_compat`]
+//! reproduces the seed's `clampRepetition` / `clampSubstringRepetition`.
+
+use serde::{Deserialize, Serialize};
+
+/// Configuration of both repetition guards and their false-positive
+/// protections. Deserializes from TOML/JSON; missing keys take the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClampConfig {
+    /// The word-period guard (seed `clampRepetition`).
+    pub words: WordConfig,
+    /// The substring guard (seed `clampSubstringRepetition`).
+    pub substring: SubstringConfig,
+    /// Protections for legitimate repetition (tables, rules, code, art).
+    pub healthy: HealthyConfig,
+}
+
+/// The word-period guard: whitespace tokens compared case-insensitively.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WordConfig {
+    /// Run this guard at all.
+    pub enabled: bool,
+    /// Texts with fewer characters (Unicode scalar values) are untouched (80).
+    pub min_chars: usize,
+    /// Largest short period, in tokens (16).
+    pub max_period: usize,
+    /// A loop of period `p` needs `max(min_run, run_per_period * p)` tokens
+    /// equal to the token `p` places before (18 and 3).
+    pub min_run: usize,
+    /// See `min_run`.
+    pub run_per_period: usize,
+    /// Long periods: periods from `max_period + 1` up to this many tokens are
+    /// found through shingles (0 turns the long-period rule off).
+    pub long_max_period: usize,
+    /// Long periods need `long_run_per_period * p` matching tokens (2: three
+    /// copies of the unit back to back).
+    pub long_run_per_period: usize,
+    /// Tokens that compare equal after dropping trailing punctuation
+    /// (`de,` = `de`), see docs/repetition.md.
+    pub ignore_trailing_punctuation: bool,
+    /// Dangling connectors trimmed from the end of the kept text (folded).
+    pub connectors: Vec<String>,
+    /// Appended after the kept text when the guard cuts.
+    pub marker: String,
+    /// Re-join the kept tokens with single spaces (the seed's output) instead
+    /// of cutting the source text at a byte position.
+    pub rejoin_tokens: bool,
+}
+
+/// The substring guard: a short unit of characters repeated back to back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SubstringConfig {
+    /// Run this guard at all.
+    pub enabled: bool,
+    /// Texts with fewer characters are untouched (40).
+    pub min_chars: usize,
+    /// Shortest unit, in characters (2).
+    pub min_unit: usize,
+    /// Longest unit, in characters (12).
+    pub max_unit: usize,
+    /// Copies of the unit back to back needed to fire (10).
+    pub min_copies: usize,
+    /// Appended after the kept text when the guard cuts (empty in the seed).
+    pub marker: String,
+    /// Trim leading whitespace of the kept text too (the seed's `trim()`).
+    pub trim_start: bool,
+}
+
+/// False-positive protections (all off in seed-compat mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HealthyConfig {
+    /// Turn every protection below on or off at once.
+    pub enabled: bool,
+    /// A repeated unit must contain at least this many letters (alphabetic
+    /// characters, any script): dividers, leaders, padding, art and number
+    /// grids never fire.
+    pub min_unit_letters: usize,
+    /// Repetition that starts inside a fenced code block (```/~~~) is data.
+    pub skip_code_fences: bool,
+    /// Repetition that stays within one line that starts with `|` (a table
+    /// row) is exempt; rows repeated over many lines are still loops.
+    pub skip_table_rows: bool,
+    /// A loop must repeat at least this many characters in total beyond its
+    /// first copy (0 = no minimum).
+    pub min_loop_chars: usize,
+}
+
+/// The seed's connector list: Spanish and English function words.
+pub const DEFAULT_CONNECTORS: &[&str] = &[
+    "o", "u", "y", "e", "ni", "la", "las", "el", "los", "lo", "un", "una", "de", "del", "a", "al",
+    "en", "con", "por", "para", "que", "se", "su", "sus", "and", "or", "the", "a", "an", "of",
+    "to", "in", "on", "with", "for", "by", "at", "as", "but", "nor", "that",
+];
+
+impl Default for WordConfig {
+    fn default() -> Self {
+        WordConfig {
+            enabled: true,
+            min_chars: 80,
+            max_period: 16,
+            min_run: 18,
+            run_per_period: 3,
+            long_max_period: 256,
+            long_run_per_period: 2,
+            ignore_trailing_punctuation: true,
+            connectors: DEFAULT_CONNECTORS.iter().map(|s| s.to_string()).collect(),
+            marker: " […]".to_string(),
+            rejoin_tokens: false,
+        }
+    }
+}
+
+impl Default for SubstringConfig {
+    fn default() -> Self {
+        SubstringConfig {
+            enabled: true,
+            min_chars: 40,
+            min_unit: 2,
+            max_unit: 12,
+            min_copies: 10,
+            marker: " […]".to_string(),
+            trim_start: false,
+        }
+    }
+}
+
+impl Default for HealthyConfig {
+    fn default() -> Self {
+        HealthyConfig {
+            enabled: true,
+            min_unit_letters: 2,
+            skip_code_fences: true,
+            skip_table_rows: true,
+            min_loop_chars: 0,
+        }
+    }
+}
+
+impl Default for ClampConfig {
+    fn default() -> Self {
+        ClampConfig {
+            words: WordConfig::default(),
+            substring: SubstringConfig::default(),
+            healthy: HealthyConfig::default(),
+        }
+    }
+}
+
+impl ClampConfig {
+    /// The seed's exact rules: periods 1–16, run `max(18, 3p)`, tokens
+    /// re-joined with spaces, substring `(.{2,12}?)\1{9,}` cut and trimmed,
+    /// no long periods, no false-positive protections.
+    pub fn seed_compat() -> Self {
+        ClampConfig {
+            words: WordConfig {
+                long_max_period: 0,
+                ignore_trailing_punctuation: false,
+                rejoin_tokens: true,
+                ..WordConfig::default()
+            },
+            substring: SubstringConfig {
+                marker: String::new(),
+                trim_start: true,
+                ..SubstringConfig::default()
+            },
+            healthy: HealthyConfig {
+                enabled: false,
+                ..HealthyConfig::default()
+            },
+        }
+    }
+}
