@@ -1,4 +1,25 @@
-//! The library oracle: HyDE, prompt builders per mode and language, and guarded answer synthesis.
+//! # deloop-oracle
 //!
-//! Work in progress: see issue 5.
+//! The library oracle: documentation Q&A over a deloop index, with optional
+//! HyDE retrieval and guarded answer synthesis (seeds `synthesizeAnswer` and
+//! `generateHyDE`).
+//!
+//! * [`language`] — Spanish/English detection of the question;
+//! * [`prompts`] — prompt builders per mode × language, with JSON schemas;
+//! * [`synthesis`] — the reply pipeline: JSON rescue → word guard →
+//!   substring guard → degraded fallback, refusals, citations;
+//! * [`citations`] — citations checked against the retrieved passages;
+//! * [`extractive`] — the answer without any LLM: the best passages;
+//! * [`messages`] — every fixed message, per mode and language.
 #![deny(missing_docs)]
+
+pub mod citations;
+pub mod extractive;
+pub mod language;
+pub mod messages;
+pub mod prompts;
+pub mod synthesis;
+mod types;
+
+pub use language::{detect_language, Language};
+pub use types::{Citation, Mode, Passage};
