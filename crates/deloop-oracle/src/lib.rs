@@ -15,6 +15,7 @@
 
 pub mod citations;
 pub mod extractive;
+pub mod hyde;
 pub mod language;
 pub mod messages;
 pub mod prompts;
