@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod citations;
+pub mod embedded;
 pub mod extractive;
 pub mod hyde;
 pub mod language;
