@@ -1,0 +1,99 @@
+//! Streaming under the loop guard: accumulates streamed answer text, runs
+//! deloop-core's `StreamWatcher` over it and cuts where the guard says.
+
+use deloop_core::repetition::{ClampConfig, ClampReport, StreamCut, StreamWatcher};
+
+/// Accumulated answer text of one streamed call.
+pub(crate) struct GuardedText {
+    text: String,
+    watcher: Option<StreamWatcher>,
+    cut: Option<(ClampReport, usize)>,
+}
+
+impl GuardedText {
+    pub fn new(config: Option<ClampConfig>) -> Self {
+        GuardedText {
+            text: String::new(),
+            watcher: config.map(StreamWatcher::new),
+            cut: None,
+        }
+    }
+
+    /// Appends a delta and forwards to `on_delta` the part of it that lies
+    /// before any cut. Returns true when the guard fired: stop reading.
+    pub fn push(&mut self, delta: &str, on_delta: &mut impl FnMut(&str)) -> bool {
+        if self.cut.is_some() || delta.is_empty() {
+            return self.cut.is_some();
+        }
+        let start = self.text.len();
+        self.text.push_str(delta);
+        let fired = self.watcher.as_mut().and_then(|w| w.feed(delta.as_bytes()));
+        match fired {
+            None => {
+                on_delta(delta);
+                false
+            }
+            Some(cut) => {
+                let keep = self.apply(cut);
+                if keep > start {
+                    on_delta(&self.text[start..keep]);
+                }
+                true
+            }
+        }
+    }
+
+    /// Ends the stream. The watcher may still fire on its flushed tail; the
+    /// deltas were already forwarded then, and the final (cut) text is the
+    /// authoritative one.
+    pub fn finish(&mut self) {
+        if self.cut.is_some() {
+            return;
+        }
+        if let Some(cut) = self.watcher.as_mut().and_then(|w| w.finish()) {
+            self.apply(cut);
+        }
+    }
+
+    /// Cuts the text at the guard's `keep_bytes`; returns the kept length.
+    fn apply(&mut self, cut: StreamCut) -> usize {
+        let mut keep = cut.keep_bytes.min(self.text.len());
+        while !self.text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        let discarded = self.text[keep..].chars().count();
+        self.cut = Some((cut.report, discarded));
+        self.text.truncate(keep);
+        self.text.push_str(&cut.replacement_tail);
+        keep
+    }
+
+    /// The answer text, the guard's report and the discarded character count.
+    pub fn into_parts(self) -> (String, Option<ClampReport>, usize) {
+        match self.cut {
+            Some((report, saved)) => (self.text, Some(report), saved),
+            None => (self.text, None, 0),
+        }
+    }
+
+    /// True once the guard has fired.
+    pub fn is_cut(&self) -> bool {
+        self.cut.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_guard_everything_passes() {
+        let mut g = GuardedText::new(None);
+        let mut seen = String::new();
+        assert!(!g.push("hello ", &mut |d: &str| seen.push_str(d)));
+        assert!(!g.push("world", &mut |d: &str| seen.push_str(d)));
+        g.finish();
+        assert_eq!(g.into_parts(), ("hello world".to_string(), None, 0));
+        assert_eq!(seen, "hello world");
+    }
+}

@@ -1,0 +1,345 @@
+//! The HTTP layer shared by every client: deadline, cancellation, error-body
+//! parsing and retries with backoff.
+
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetryPolicy;
+use crate::error::{transport, LlmError};
+
+/// Largest error body kept for the message (bytes).
+const ERROR_EXCERPT: usize = 400;
+
+/// Connection-establishment limit of every client.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Builds the reqwest client: rustls with the `ring` provider, no proxy for
+/// loopback base URLs (local servers and the test fakes).
+pub(crate) fn http_client(base_url: &str) -> Result<reqwest::Client, LlmError> {
+    // reqwest is built with `rustls-no-provider`: install ring once per
+    // process (an Err means some provider is already installed, which is fine).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let url = reqwest::Url::parse(base_url)
+        .map_err(|e| LlmError::Config(format!("base URL {base_url:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(LlmError::Config(format!(
+            "base URL {base_url:?} must start with http:// or https://"
+        )));
+    }
+    let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+    let host = url.host_str().unwrap_or("").trim_matches(['[', ']']);
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        builder = builder.no_proxy();
+    }
+    builder
+        .build()
+        .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// Joins an API root and a path with exactly one slash.
+pub(crate) fn join(base: &str, path: &str) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+}
+
+/// One call's deadline and cancellation token.
+pub(crate) struct CallCtx<'a> {
+    pub deadline: Instant,
+    pub timeout: Duration,
+    pub cancel: &'a CancellationToken,
+}
+
+impl<'a> CallCtx<'a> {
+    pub fn new(timeout: Duration, cancel: &'a CancellationToken) -> Self {
+        CallCtx {
+            deadline: Instant::now() + timeout,
+            timeout,
+            cancel,
+        }
+    }
+
+    /// Runs `fut` unless the call is cancelled or its deadline passes first.
+    pub async fn guard<T>(&self, fut: impl Future<Output = T>) -> Result<T, LlmError> {
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(LlmError::Cancelled),
+            _ = tokio::time::sleep_until(self.deadline) => Err(LlmError::Timeout(self.timeout)),
+            v = fut => Ok(v),
+        }
+    }
+}
+
+/// A failed attempt: the error and the server's requested wait, if any.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub error: LlmError,
+    pub retry_after: Option<Duration>,
+}
+
+impl From<LlmError> for Failure {
+    fn from(error: LlmError) -> Self {
+        Failure {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// The backoff before retry number `retry` (1-based), jitter included.
+pub(crate) fn backoff(policy: &RetryPolicy, retry: u32, server_hint: Option<Duration>) -> Duration {
+    if let Some(hint) = server_hint {
+        return hint.min(policy.max_server_delay());
+    }
+    let exp = retry.saturating_sub(1).min(30);
+    let full = policy
+        .base_delay_ms
+        .saturating_mul(1u64 << exp)
+        .min(policy.max_delay_ms);
+    // Equal jitter: between half and all of the exponential delay.
+    let half = full / 2;
+    let jitter = if full > half {
+        random_u64() % (full - half + 1)
+    } else {
+        0
+    };
+    Duration::from_millis(half + jitter)
+}
+
+/// A random number from the std hasher's per-process random keys (enough for
+/// jitter; no cryptographic use).
+fn random_u64() -> u64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.finish()
+}
+
+/// Runs `attempt` until it succeeds, fails for good, runs out of attempts,
+/// or the deadline/cancel fires. `attempts` counts the HTTP attempts made.
+pub(crate) async fn with_retries<T, F, Fut>(
+    policy: &RetryPolicy,
+    ctx: &CallCtx<'_>,
+    attempts: &mut u32,
+    mut attempt: F,
+) -> Result<T, LlmError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let max = policy.max_attempts.max(1);
+    let mut retry = 0u32;
+    loop {
+        *attempts += 1;
+        let failure = match ctx.guard(attempt()).await? {
+            Ok(v) => return Ok(v),
+            Err(f) => f,
+        };
+        retry += 1;
+        if !failure.error.is_retryable() || retry >= max {
+            return Err(failure.error);
+        }
+        let wait = backoff(policy, retry, failure.retry_after);
+        if Instant::now() + wait >= ctx.deadline {
+            tracing::debug!(?wait, "retry wait would pass the deadline; giving up");
+            return Err(failure.error);
+        }
+        tracing::debug!(error = %failure.error, ?wait, retry, "retrying model call");
+        ctx.guard(tokio::time::sleep(wait)).await?;
+    }
+}
+
+/// Sends a request; a non-2xx status becomes a [`Failure`] with the server's
+/// message and retry hint.
+pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Response, Failure> {
+    let resp = req.send().await.map_err(|e| Failure::from(transport(e)))?;
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let header_hint = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after);
+    let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+    let (message, body_hint) = parse_error_body(&body);
+    Err(Failure {
+        error: LlmError::Http {
+            status: status.as_u16(),
+            message,
+        },
+        retry_after: body_hint.or(header_hint),
+    })
+}
+
+/// Sends a request and reads the whole successful body as JSON.
+pub(crate) async fn send_json(req: reqwest::RequestBuilder) -> Result<serde_json::Value, Failure> {
+    let resp = send(req).await?;
+    let body = resp.bytes().await.map_err(|e| Failure::from(transport(e)))?;
+    serde_json::from_slice(&body).map_err(|e| {
+        Failure::from(LlmError::Decode(format!(
+            "reply is not JSON ({e}): {}",
+            excerpt(&body)
+        )))
+    })
+}
+
+/// `Retry-After` in delta-seconds (integer or decimal). HTTP-date values are
+/// not parsed (the exponential backoff applies instead).
+pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// A protobuf JSON duration such as `"1.5s"` or `"58s"`.
+pub(crate) fn parse_proto_duration(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().strip_suffix('s')?.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// The message of an error body (Google `{"error":{"message",...}}`,
+/// OpenAI `{"error":{"message"}}`, Ollama `{"error":"..."}`, FastAPI
+/// `{"detail":...}`, or a JSON array of those), and Google's
+/// `google.rpc.RetryInfo.retryDelay` if present. Falls back to a short
+/// excerpt of the body.
+pub(crate) fn parse_error_body(body: &[u8]) -> (String, Option<Duration>) {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (excerpt(body), None);
+    };
+    if let serde_json::Value::Array(items) = &mut v {
+        if items.is_empty() {
+            return (excerpt(body), None);
+        }
+        v = items.swap_remove(0);
+    }
+    let err = v.get("error").unwrap_or(&v);
+    let mut message = match err {
+        serde_json::Value::String(s) => s.clone(),
+        _ => err
+            .get("message")
+            .or_else(|| err.get("detail"))
+            .map(|m| match m {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_else(|| excerpt(body)),
+    };
+    if let Some(status) = err.get("status").and_then(|s| s.as_str()) {
+        message = format!("{status}: {message}");
+    }
+    let hint = err
+        .get("details")
+        .and_then(|d| d.as_array())
+        .and_then(|details| {
+            details.iter().find_map(|d| {
+                let is_retry = d
+                    .get("@type")
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"));
+                if is_retry {
+                    d.get("retryDelay")
+                        .and_then(|r| r.as_str())
+                        .and_then(parse_proto_duration)
+                } else {
+                    None
+                }
+            })
+        });
+    (message, hint)
+}
+
+/// At most [`ERROR_EXCERPT`] bytes of a body, as lossy text on one line.
+pub(crate) fn excerpt(body: &[u8]) -> String {
+    let cut = &body[..body.len().min(ERROR_EXCERPT)];
+    let mut s = String::from_utf8_lossy(cut).replace(['\n', '\r'], " ");
+    if body.len() > ERROR_EXCERPT {
+        s.push('…');
+    }
+    if s.trim().is_empty() {
+        s = "(empty body)".to_string();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proto_durations() {
+        assert_eq!(parse_proto_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_proto_duration("58s"), Some(Duration::from_secs(58)));
+        assert_eq!(parse_proto_duration("0.000001s"), Some(Duration::from_micros(1)));
+        assert_eq!(parse_proto_duration("12"), None);
+        assert_eq!(parse_proto_duration("-1s"), None);
+        assert_eq!(parse_proto_duration("NaNs"), None);
+        assert_eq!(parse_proto_duration("1e400s"), None);
+    }
+
+    #[test]
+    fn retry_after_values() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0.25 "), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn google_error_body_with_retry_info() {
+        let body = br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED",
+          "details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},
+                     {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}"#;
+        let (msg, hint) = parse_error_body(body);
+        assert_eq!(msg, "RESOURCE_EXHAUSTED: Quota exceeded");
+        assert_eq!(hint, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn other_error_bodies() {
+        assert_eq!(parse_error_body(br#"{"error":"model 'x' not found"}"#).0, "model 'x' not found");
+        assert_eq!(
+            parse_error_body(br#"{"error":{"message":"bad","type":"invalid_request_error"}}"#).0,
+            "bad"
+        );
+        assert_eq!(parse_error_body(br#"{"detail":"nope"}"#).0, "nope");
+        assert_eq!(
+            parse_error_body(br#"[{"error":{"code":400,"message":"m","status":"INVALID_ARGUMENT"}}]"#).0,
+            "INVALID_ARGUMENT: m"
+        );
+        assert_eq!(parse_error_body(b"<html>oops</html>").0, "<html>oops</html>");
+        assert_eq!(parse_error_body(b"").0, "(empty body)");
+        assert_eq!(parse_error_body(b"[]").0, "[]");
+        let long = vec![b'x'; 5000];
+        assert!(parse_error_body(&long).0.chars().count() <= ERROR_EXCERPT + 1);
+        // Invalid UTF-8 never panics.
+        assert!(!parse_error_body(&[0xff, 0xfe, b'a']).0.is_empty());
+    }
+
+    #[test]
+    fn backoff_grows_caps_and_jitters_within_bounds() {
+        let p = RetryPolicy {
+            max_attempts: 10,
+            base_delay_ms: 100,
+            max_delay_ms: 1000,
+            max_server_delay_ms: 2000,
+        };
+        for _ in 0..50 {
+            let d1 = backoff(&p, 1, None).as_millis();
+            assert!((50..=100).contains(&d1), "{d1}");
+            let d3 = backoff(&p, 3, None).as_millis();
+            assert!((200..=400).contains(&d3), "{d3}");
+            let d9 = backoff(&p, 9, None).as_millis();
+            assert!((500..=1000).contains(&d9), "{d9}");
+        }
+        assert_eq!(backoff(&p, 1, Some(Duration::from_millis(1500))), Duration::from_millis(1500));
+        assert_eq!(backoff(&p, 1, Some(Duration::from_secs(60))), Duration::from_secs(2));
+        // Huge retry numbers do not overflow.
+        assert!(backoff(&p, u32::MAX, None) <= Duration::from_millis(1000));
+    }
+}
