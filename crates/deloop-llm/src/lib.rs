@@ -26,9 +26,11 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod embed;
 mod error;
 mod gemini;
 mod guard;
+mod openai;
 mod retry;
 mod sse;
 mod types;
@@ -39,8 +41,10 @@ pub use config::{
     ENV_VARS,
 };
 pub use deloop_core::repetition::{ClampConfig, ClampReport};
+pub use embed::{EmbeddingClient, DEFAULT_EMBED_TIMEOUT};
 pub use error::LlmError;
 pub use gemini::GeminiClient;
+pub use openai::OpenAiClient;
 pub use tokio_util::sync::CancellationToken;
 pub use types::{FinishReason, GenerateRequest, Generation, JsonMode, Usage, DEFAULT_TIMEOUT};
 
@@ -49,6 +53,8 @@ pub use types::{FinishReason, GenerateRequest, Generation, JsonMode, Usage, DEFA
 pub enum LlmClient {
     /// Google AI Studio (Gemini, Gemma).
     Gemini(GeminiClient),
+    /// An OpenAI-compatible chat completions server.
+    OpenAi(OpenAiClient),
 }
 
 impl LlmClient {
@@ -66,7 +72,17 @@ impl LlmClient {
                     .retry_policy(config.retry.clone());
                 Ok(Some(LlmClient::Gemini(client)))
             }
-            Some(Provider::Openai) => Err(LlmError::Config("not yet".into())),
+            Some(Provider::Openai) => {
+                let base = config.openai_base_url.as_deref().unwrap_or("https://api.openai.com/v1");
+                let model = config.model.as_deref().ok_or_else(|| {
+                    LlmError::Config(
+                        "the OpenAI-compatible provider needs a model: set DELOOP_MODEL".into(),
+                    )
+                })?;
+                let client = OpenAiClient::new(base, config.openai_api_key.clone(), model)?
+                    .retry_policy(config.retry.clone());
+                Ok(Some(LlmClient::OpenAi(client)))
+            }
         }
     }
 
@@ -74,6 +90,7 @@ impl LlmClient {
     pub fn model(&self) -> &str {
         match self {
             LlmClient::Gemini(c) => c.model(),
+            LlmClient::OpenAi(c) => c.model(),
         }
     }
 
@@ -85,6 +102,7 @@ impl LlmClient {
     ) -> Result<Generation, LlmError> {
         match self {
             LlmClient::Gemini(c) => c.generate(req, cancel).await,
+            LlmClient::OpenAi(c) => c.generate(req, cancel).await,
         }
     }
 
@@ -99,6 +117,7 @@ impl LlmClient {
     ) -> Result<Generation, LlmError> {
         match self {
             LlmClient::Gemini(c) => c.generate_stream(req, cancel, guard, on_delta).await,
+            LlmClient::OpenAi(c) => c.generate_stream(req, cancel, guard, on_delta).await,
         }
     }
 }

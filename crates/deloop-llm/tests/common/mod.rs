@@ -1,0 +1,246 @@
+//! A scripted fake LLM server on 127.0.0.1 for the client tests: it speaks
+//! the real wire formats (JSON bodies, SSE streams) and records every
+//! request it receives.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::Value;
+
+/// One scripted reply.
+#[derive(Clone)]
+pub enum Reply {
+    /// A JSON body with this status.
+    Json(u16, Value),
+    /// A JSON body with this status and one extra header.
+    JsonHeader(u16, Value, &'static str, String),
+    /// A raw text body with this status.
+    Text(u16, String),
+    /// An SSE stream: each string is one event's data.
+    Sse(Vec<String>),
+    /// An SSE stream that sends `prefix`, then `repeat` up to `max` times
+    /// (1 ms apart), recording progress in the server's [`StreamProbe`].
+    LoopSse {
+        prefix: Vec<String>,
+        repeat: String,
+        max: usize,
+    },
+    /// An SSE stream that sends these events and then stalls (never ends).
+    SseThenStall(Vec<String>),
+    /// Waits, then sends the reply.
+    Slow(Duration, Box<Reply>),
+}
+
+/// What the server saw of one request.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+/// Progress of a looping stream.
+#[derive(Default)]
+pub struct StreamProbe {
+    /// Events sent so far.
+    pub sent: AtomicUsize,
+    /// The body was dropped before it finished (the client went away).
+    pub dropped_early: AtomicBool,
+    /// The body ran to its end.
+    pub completed: AtomicBool,
+}
+
+struct Script {
+    replies: Mutex<VecDeque<Reply>>,
+    seen: Mutex<Vec<Seen>>,
+    probe: Arc<StreamProbe>,
+}
+
+/// A running fake server; it stops when dropped (with the test runtime).
+pub struct Fake {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    script: Arc<Script>,
+}
+
+impl Fake {
+    /// Starts a server that answers requests with `replies`, in order. A
+    /// request beyond the script gets HTTP 418 so tests fail loudly.
+    pub async fn start(replies: Vec<Reply>) -> Fake {
+        let script = Arc::new(Script {
+            replies: Mutex::new(replies.into()),
+            seen: Mutex::new(Vec::new()),
+            probe: Arc::new(StreamProbe::default()),
+        });
+        let app = Router::new().fallback(handle).with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Fake {
+            url: format!("http://{addr}"),
+            script,
+        }
+    }
+
+    /// Every request seen so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.script.seen.lock().unwrap().clone()
+    }
+
+    /// Number of requests seen so far.
+    pub fn hits(&self) -> usize {
+        self.script.seen.lock().unwrap().len()
+    }
+
+    /// The looping stream's progress.
+    pub fn probe(&self) -> Arc<StreamProbe> {
+        self.script.probe.clone()
+    }
+
+    /// Scripted replies not yet used.
+    pub fn unused(&self) -> usize {
+        self.script.replies.lock().unwrap().len()
+    }
+}
+
+async fn handle(State(script): State<Arc<Script>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    let headers = req.headers().clone();
+    let bytes = axum::body::to_bytes(req.into_body(), 16 << 20)
+        .await
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    script.seen.lock().unwrap().push(Seen {
+        path,
+        query,
+        headers,
+        body,
+    });
+    let next = script.replies.lock().unwrap().pop_front();
+    match next {
+        Some(reply) => respond(reply, script.probe.clone()).await,
+        None => (StatusCode::IM_A_TEAPOT, "script exhausted").into_response(),
+    }
+}
+
+fn sse_event(data: &str) -> Bytes {
+    Bytes::from(format!("data: {data}\r\n\r\n"))
+}
+
+fn sse_response(body: Body) -> Response {
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(body)
+        .unwrap()
+}
+
+/// Marks the probe when the looping body is dropped before its end.
+struct DropFlag(Arc<StreamProbe>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        if !self.0.completed.load(Ordering::SeqCst) {
+            self.0.dropped_early.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+async fn respond(reply: Reply, probe: Arc<StreamProbe>) -> Response {
+    match reply {
+        Reply::Json(status, v) => (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response(),
+        Reply::JsonHeader(status, v, name, value) => {
+            let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response();
+            r.headers_mut().insert(name, value.parse().unwrap());
+            r
+        }
+        Reply::Text(status, t) => (StatusCode::from_u16(status).unwrap(), t).into_response(),
+        Reply::Sse(events) => {
+            let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+            sse_response(Body::from(body))
+        }
+        Reply::SseThenStall(events) => {
+            let stream = futures_util::stream::unfold(0usize, move |i| {
+                let events = events.clone();
+                async move {
+                    if i < events.len() {
+                        Some((Ok::<_, Infallible>(sse_event(&events[i])), i + 1))
+                    } else {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        None
+                    }
+                }
+            });
+            sse_response(Body::from_stream(stream))
+        }
+        Reply::LoopSse {
+            prefix,
+            repeat,
+            max,
+        } => {
+            let flag = DropFlag(probe.clone());
+            let stream = futures_util::stream::unfold((0usize, flag), move |(i, flag)| {
+                let prefix = prefix.clone();
+                let repeat = repeat.clone();
+                async move {
+                    let total = prefix.len() + max;
+                    if i >= total {
+                        flag.0.completed.store(true, Ordering::SeqCst);
+                        return None;
+                    }
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let data = if i < prefix.len() { &prefix[i] } else { &repeat };
+                    flag.0.sent.fetch_add(1, Ordering::SeqCst);
+                    Some((Ok::<_, Infallible>(sse_event(data)), (i + 1, flag)))
+                }
+            });
+            sse_response(Body::from_stream(stream))
+        }
+        Reply::Slow(wait, inner) => {
+            tokio::time::sleep(wait).await;
+            Box::pin(respond(*inner, probe)).await
+        }
+    }
+}
+
+/// Waits (up to 20 s) until `cond` holds; returns whether it did.
+pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..2000 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cond()
+}
+
+/// A retry policy with tiny delays for tests.
+pub fn fast_retry(max_attempts: u32) -> deloop_llm::RetryPolicy {
+    deloop_llm::RetryPolicy {
+        max_attempts,
+        base_delay_ms: 1,
+        max_delay_ms: 5,
+        max_server_delay_ms: 60_000,
+    }
+}
+
+/// The seed's broken replies (001, synthesizeAnswer, PR #96): an unescaped
+/// inner quote, and a raw newline plus garbage after the closing brace.
+pub const BROKEN_INNER_QUOTE: &str =
+    r#"{"answer": "**Auditoría Suprema** "la revisión final" y más texto"}"#;
+pub const BROKEN_TRAILING_GARBAGE: &str = "{\"answer\": \"Respuesta válida\"}\nGARBAGE ```";
