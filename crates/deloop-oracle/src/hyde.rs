@@ -213,6 +213,78 @@ impl HydeOutcome {
     }
 }
 
+/// The generation request of a HyDE call for `question` in `lang`.
+pub fn hyde_request(
+    question: &str,
+    lang: crate::language::Language,
+    params: &HydeParams,
+) -> deloop_llm::GenerateRequest {
+    let prompt = crate::prompts::hyde_prompt(lang, question);
+    let mut req = deloop_llm::GenerateRequest::new(prompt.user);
+    req.system = Some(prompt.system);
+    req.json = deloop_llm::JsonMode::Schema(prompt.schema);
+    req.temperature = Some(params.temperature);
+    req.top_p = Some(params.top_p);
+    req.top_k = Some(params.top_k);
+    req.max_output_tokens = Some(params.max_output_tokens);
+    req.timeout = params.timeout;
+    req
+}
+
+/// Generates a hypothetical passage for `question` (no cache, no
+/// fallback): the error says why there is none.
+pub async fn hyde_passage(
+    client: &deloop_llm::LlmClient,
+    question: &str,
+    lang: crate::language::Language,
+    params: &HydeParams,
+    cancel: &deloop_llm::CancellationToken,
+) -> Result<String, String> {
+    let req = hyde_request(question, lang, params);
+    let generation = client
+        .generate(&req, cancel)
+        .await
+        .map_err(|e| e.to_string())?;
+    passage_from_reply(&generation.text).map_err(|e| e.to_string())
+}
+
+/// HyDE with the cache and the fallback: the cached passage for
+/// `(model, question)` if any, else a new one generated on `runtime` (and
+/// cached), else — on any error or timeout — the plain question, with the
+/// reason logged and returned. Must not be called from inside an async
+/// context (it blocks on `runtime`).
+pub fn run_hyde(
+    runtime: &tokio::runtime::Runtime,
+    client: &deloop_llm::LlmClient,
+    cache: &dyn PassageCache,
+    question: &str,
+    lang: crate::language::Language,
+    params: &HydeParams,
+) -> HydeOutcome {
+    let model = client.model().to_owned();
+    let key = question.trim();
+    if let Some(passage) = cache.get(&model, key) {
+        tracing::debug!("HyDE passage from the cache");
+        return HydeOutcome {
+            passage: Some(passage),
+            cached: true,
+            fallback_reason: None,
+        };
+    }
+    let cancel = deloop_llm::CancellationToken::new();
+    match runtime.block_on(hyde_passage(client, key, lang, params, &cancel)) {
+        Ok(passage) => {
+            cache.put(&model, key, &passage);
+            HydeOutcome {
+                passage: Some(passage),
+                cached: false,
+                fallback_reason: None,
+            }
+        }
+        Err(reason) => HydeOutcome::fallback(reason),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

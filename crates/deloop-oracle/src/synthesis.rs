@@ -29,6 +29,9 @@ pub enum ReplyEnd {
     Complete,
     /// The reply was cut at the output token limit: rescue it anyway.
     MaxTokens,
+    /// The streaming loop guard cut the reply (and cancelled the request):
+    /// rescue what came before the cut.
+    LoopCut,
     /// The provider refused or blocked the reply; the reason code is kept.
     Refused(String),
 }
@@ -96,6 +99,16 @@ fn repair_names(repairs: &[deloop_core::rescue::Repair]) -> Vec<String> {
         .collect()
 }
 
+fn strip_markers<'a>(text: &'a str, clamp: &ClampConfig) -> &'a str {
+    let mut t = text.trim_end();
+    for marker in [clamp.words.marker.trim(), clamp.substring.marker.trim()] {
+        if !marker.is_empty() {
+            t = t.strip_suffix(marker).unwrap_or(t).trim_end();
+        }
+    }
+    t
+}
+
 /// Runs the reply pipeline over the raw model reply.
 ///
 /// ```
@@ -121,7 +134,7 @@ pub fn finish_reply(
         degraded_reason: None,
         clamped: false,
         clamped_chars: 0,
-        truncated: matches!(end, ReplyEnd::MaxTokens),
+        truncated: matches!(end, ReplyEnd::MaxTokens | ReplyEnd::LoopCut),
         refusal: None,
         repairs: Vec::new(),
         citations: Vec::new(),
@@ -163,7 +176,17 @@ pub fn finish_reply(
         min_chars: guards.min_chars,
         fallback: fallback.to_owned(),
     };
-    let guarded = guard_answer(&text, &config);
+    let mut guarded = guard_answer(&text, &config);
+    if *end == ReplyEnd::LoopCut {
+        // The streaming guard already cut the loop; what is left must still
+        // be worth showing.
+        guarded.clamped = true;
+        let useful = strip_markers(&guarded.text, &guards.clamp).chars().count();
+        if !guarded.degraded && useful < guards.min_chars {
+            guarded.text = fallback.to_owned();
+            guarded.degraded = true;
+        }
+    }
     out.clamped = guarded.clamped;
     if guarded.clamped && !guarded.degraded {
         out.clamped_chars = text
@@ -179,6 +202,148 @@ pub fn finish_reply(
     }
     out.answer = guarded.text;
     out
+}
+
+/// Settings of one answer call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerOptions {
+    /// The mode.
+    pub mode: Mode,
+    /// The answer language.
+    pub language: Language,
+    /// Stream the reply under the streaming loop guard.
+    pub stream: bool,
+    /// Deadline of the call, retries included.
+    pub timeout: std::time::Duration,
+    /// Output token limit.
+    pub max_output_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// The answer guards.
+    pub guards: ReplyGuards,
+}
+
+impl Default for AnswerOptions {
+    fn default() -> Self {
+        AnswerOptions {
+            mode: Mode::Oracle,
+            language: Language::En,
+            stream: true,
+            timeout: std::time::Duration::from_secs(60),
+            max_output_tokens: 2048,
+            temperature: 0.4,
+            guards: ReplyGuards::default(),
+        }
+    }
+}
+
+/// An answer synthesised by an LLM, with what happened on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmAnswer {
+    /// The guarded answer.
+    #[serde(flatten)]
+    pub synthesis: Synthesis,
+    /// The model that answered.
+    pub model: String,
+    /// True when the reply was streamed.
+    pub streamed: bool,
+    /// True when the streaming loop guard cut the reply and cancelled the request.
+    pub loop_cut: bool,
+    /// Characters received after the cut and discarded (0 when not cut).
+    pub saved_chars: usize,
+    /// HTTP attempts made (retries and capability fallbacks included).
+    pub attempts: u32,
+}
+
+/// The generation request of an answer prompt.
+pub fn answer_request(
+    question: &str,
+    passages: &[Passage],
+    opts: &AnswerOptions,
+) -> deloop_llm::GenerateRequest {
+    let prompt = crate::prompts::answer_prompt(opts.mode, opts.language, question, passages);
+    let mut req = deloop_llm::GenerateRequest::new(prompt.user);
+    req.system = Some(prompt.system);
+    req.json = deloop_llm::JsonMode::Schema(prompt.schema);
+    req.temperature = Some(opts.temperature);
+    req.max_output_tokens = Some(opts.max_output_tokens);
+    req.timeout = opts.timeout;
+    req
+}
+
+/// Asks `client` to answer `question` from `passages` and runs the reply
+/// pipeline. Streaming (when `opts.stream`) goes through the streaming loop
+/// guard, which cancels the request on a loop; `on_answer` then receives
+/// the answer text as it arrives (rescued from the partial JSON). A refusal
+/// becomes an honest message; any other failure is returned as an error so
+/// the caller can fall back to an extractive answer.
+pub async fn synthesize(
+    client: &deloop_llm::LlmClient,
+    question: &str,
+    passages: &[Passage],
+    opts: &AnswerOptions,
+    cancel: &deloop_llm::CancellationToken,
+    mut on_answer: impl FnMut(&str),
+) -> Result<LlmAnswer, deloop_llm::LlmError> {
+    let req = answer_request(question, passages, opts);
+    let result = if opts.stream {
+        let mut partial = deloop_core::rescue::PartialExtractor::new("answer");
+        client
+            .generate_stream(&req, cancel, Some(opts.guards.clamp.clone()), |delta| {
+                let text = partial.push(delta);
+                if !text.is_empty() {
+                    on_answer(&text);
+                }
+            })
+            .await
+    } else {
+        client.generate(&req, cancel).await
+    };
+    let generation = match result {
+        Ok(g) => g,
+        Err(deloop_llm::LlmError::Refused { reason }) => {
+            tracing::warn!(%reason, "the model refused to answer");
+            let synthesis = finish_reply(
+                "",
+                &ReplyEnd::Refused(reason),
+                opts.mode,
+                opts.language,
+                passages,
+                &opts.guards,
+            );
+            return Ok(LlmAnswer {
+                synthesis,
+                model: client.model().to_owned(),
+                streamed: opts.stream,
+                loop_cut: false,
+                saved_chars: 0,
+                attempts: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let end = match &generation.finish {
+        deloop_llm::FinishReason::MaxTokens => ReplyEnd::MaxTokens,
+        deloop_llm::FinishReason::LoopCut => ReplyEnd::LoopCut,
+        _ if generation.loop_cut.is_some() => ReplyEnd::LoopCut,
+        _ => ReplyEnd::Complete,
+    };
+    let synthesis = finish_reply(
+        &generation.text,
+        &end,
+        opts.mode,
+        opts.language,
+        passages,
+        &opts.guards,
+    );
+    Ok(LlmAnswer {
+        synthesis,
+        model: generation.model,
+        streamed: opts.stream,
+        loop_cut: end == ReplyEnd::LoopCut,
+        saved_chars: generation.saved_chars,
+        attempts: generation.attempts,
+    })
 }
 
 #[cfg(test)]
@@ -280,6 +445,21 @@ mod tests {
         assert_eq!(es.answer, generic_fallback(Mode::Help, Language::Es));
         let en = run(&raw, ReplyEnd::Complete, Mode::Tutor, Language::En);
         assert_eq!(en.answer, generic_fallback(Mode::Tutor, Language::En));
+    }
+
+    #[test]
+    fn loop_cut_keeps_what_came_before_or_degrades() {
+        let raw = r#"{"answer": "The watcher cut this answer after a long and useful first sentence. […]"#;
+        let s = run(raw, ReplyEnd::LoopCut, Mode::Oracle, Language::En);
+        assert!(s.clamped && s.truncated && !s.degraded, "{s:?}");
+        let s = run(
+            r#"{"answer": "Short […]"#,
+            ReplyEnd::LoopCut,
+            Mode::Help,
+            Language::Es,
+        );
+        assert!(s.degraded);
+        assert_eq!(s.answer, generic_fallback(Mode::Help, Language::Es));
     }
 
     #[test]
