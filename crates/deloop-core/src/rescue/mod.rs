@@ -20,8 +20,13 @@
 //! ```
 
 mod error;
+mod parser;
+mod partial;
+mod scan;
+mod strings;
 
 pub use error::RescueError;
+pub use partial::{partial_string, PartialExtractor};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -102,6 +107,8 @@ pub enum Repair {
     DroppedGarbage,
     /// Strings joined with `+` were concatenated.
     ConcatenatedStrings,
+    /// The reply was JSON-encoded twice (`{\"a\": 1}`) and was decoded once.
+    UnescapedDoubleEncoded,
 }
 
 /// The value of the requested key, rescued from model output.
@@ -135,9 +142,40 @@ pub fn rescue(raw: &str, key: &str) -> Result<Rescued, RescueError> {
 }
 
 /// Rescues the value of `key` from model output.
+///
+/// The key is searched at any depth: the shallowest occurrence wins, then
+/// the first in document order (a duplicate key in the same object
+/// replaces the earlier one, as in `JSON.parse`). Among several top-level
+/// values the last complete one that has the key wins; a truncated one is
+/// used only when no complete one has the key. Text after the last
+/// `</think>` is searched first, then the whole input.
 pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued, RescueError> {
-    let _ = (raw, key, opts);
-    Err(RescueError::NoJson)
+    check_size(raw, opts)?;
+    let mut any = false;
+    if let Some(from) = scan::after_think(raw) {
+        let s = scan::scan(&raw[from..], opts.max_depth, Some(key))?;
+        match scan::choose_key(s) {
+            Ok((value, mut rep)) => {
+                rep.note(Repair::SkippedThinkBlock);
+                return Ok(Rescued {
+                    value,
+                    repairs: ordered(rep),
+                });
+            }
+            Err(found_json) => any |= found_json,
+        }
+    }
+    let s = scan::scan(raw, opts.max_depth, Some(key))?;
+    match scan::choose_key(s) {
+        Ok((value, rep)) => Ok(Rescued {
+            value,
+            repairs: ordered(rep),
+        }),
+        Err(found_json) if found_json || any => Err(RescueError::KeyNotFound {
+            key: key.to_owned(),
+        }),
+        Err(_) => Err(RescueError::NoJson),
+    }
 }
 
 /// Repairs model output into one valid JSON document with default options.
@@ -146,40 +184,45 @@ pub fn repair(raw: &str) -> Result<Repaired, RescueError> {
 }
 
 /// Repairs model output into one valid JSON document.
+///
+/// A whole-document scalar (`"abc"`, `42`, `True`) is returned as is.
+/// Otherwise every top-level object or array is found; empty ones are
+/// dropped when others exist. Values embedded in prose: the last object
+/// wins (earlier ones are drafts), else the last array. Values separated
+/// only by whitespace or commas: consecutive values of the same shape are
+/// revisions (the last is kept), the rest are collected into one array.
 pub fn repair_with(raw: &str, opts: &RescueOptions) -> Result<Repaired, RescueError> {
-    let _ = (raw, opts);
-    Err(RescueError::NoJson)
-}
-
-/// The value of `key` so far, as text, given a prefix of a streamed reply.
-pub fn partial_string(prefix: &str, key: &str) -> Option<String> {
-    let _ = (prefix, key);
-    None
-}
-
-/// Stateful streaming extractor: feed chunks with [`PartialExtractor::push`],
-/// get the new text of the key's value.
-#[derive(Debug, Clone, Default)]
-pub struct PartialExtractor {
-    key: String,
-    buf: String,
-    emitted: usize,
-}
-
-impl PartialExtractor {
-    /// A new extractor for `key`.
-    pub fn new(key: &str) -> Self {
-        PartialExtractor {
-            key: key.to_owned(),
-            buf: String::new(),
-            emitted: 0,
+    check_size(raw, opts)?;
+    if let Some(from) = scan::after_think(raw) {
+        let s = scan::scan(&raw[from..], opts.max_depth, None)?;
+        if let Some((value, mut rep)) = scan::choose_document(s) {
+            rep.note(Repair::SkippedThinkBlock);
+            return Ok(Repaired {
+                value,
+                repairs: ordered(rep),
+            });
         }
     }
-
-    /// Appends a chunk and returns the text of the value added since the last call.
-    pub fn push(&mut self, chunk: &str) -> String {
-        self.buf.push_str(chunk);
-        let _ = (&self.key, self.emitted);
-        String::new()
+    let s = scan::scan(raw, opts.max_depth, None)?;
+    match scan::choose_document(s) {
+        Some((value, rep)) => Ok(Repaired {
+            value,
+            repairs: ordered(rep),
+        }),
+        None => Err(RescueError::NoJson),
     }
+}
+
+fn check_size(raw: &str, opts: &RescueOptions) -> Result<(), RescueError> {
+    if raw.len() > opts.max_input_bytes {
+        return Err(RescueError::TooLarge {
+            limit: opts.max_input_bytes,
+            actual: raw.len(),
+        });
+    }
+    Ok(())
+}
+
+fn ordered(rep: parser::Repairs) -> Vec<Repair> {
+    rep.list
 }

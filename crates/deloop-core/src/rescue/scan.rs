@@ -1,0 +1,301 @@
+//! Locating the JSON in model output: `<think>` blocks, prose, fences,
+//! several top-level values, and the choice among them.
+
+use memchr::{memchr2, memmem};
+use serde_json::Value;
+
+use super::error::RescueError;
+use super::parser::{Parser, Repairs};
+use super::Repair;
+
+/// One top-level value found in the text.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub(crate) value: Value,
+    pub(crate) complete: bool,
+    pub(crate) found: Option<Value>,
+    pub(crate) rep: Repairs,
+    /// Text other than whitespace comes before it.
+    pub(crate) lead: bool,
+    /// Text other than whitespace comes after it.
+    pub(crate) trail: bool,
+}
+
+impl Candidate {
+    fn notes(&self, rep: &mut Repairs) {
+        if self.lead {
+            rep.note(Repair::SkippedLeadingText);
+        }
+        rep.extend(&self.rep);
+        if self.trail {
+            rep.note(Repair::SkippedTrailingText);
+        }
+    }
+}
+
+/// Everything found in one region of the text.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub(crate) candidates: Vec<Candidate>,
+    /// A whole-document scalar (`"abc"`, `42`, `true`).
+    pub(crate) scalar: Option<Candidate>,
+    /// Prose (not whitespace, commas, comments or fences) was skipped.
+    pub(crate) prose: bool,
+    /// Repairs of the preprocessing (BOM, fences, think block).
+    pub(crate) rep: Repairs,
+}
+
+/// Start of the text after the last `</think>` (or `</thinking>`), if any.
+pub(crate) fn after_think(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let at = memmem::rfind(b, b"</think")?;
+    let rest = &b[at + 7..];
+    if rest.starts_with(b">") {
+        Some(at + 8)
+    } else if rest.starts_with(b"ing>") {
+        Some(at + 11)
+    } else {
+        None
+    }
+}
+
+/// Whether a whole-document scalar may start at `pos`.
+fn scalar_start(b: &[u8], pos: usize) -> bool {
+    let c = b[pos];
+    if c.is_ascii_digit() || matches!(c, b'-' | b'.' | b'"' | b'\'') {
+        return true;
+    }
+    if super::strings::opening_quote(b, pos).is_some() {
+        return true;
+    }
+    let w: Vec<u8> = b[pos..]
+        .iter()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .copied()
+        .collect();
+    matches!(
+        w.as_slice(),
+        b"true" | b"false" | b"null" | b"True" | b"False" | b"None" | b"undefined"
+    )
+}
+
+/// Scans `text` for top-level JSON values.
+pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, RescueError> {
+    let mut p = Parser::new(text, max_depth, want);
+    let b = text.as_bytes();
+    let len = p.len();
+    let mut out = Scan::default();
+    let mut pos = p.skip_ws(0, false);
+    let first = pos;
+    out.rep.extend(&p.rep);
+    p.rep = Repairs::default();
+    // A reply JSON-encoded twice: `{\"answer\": \"...\"}`.
+    let rest = &b[pos..];
+    if rest.starts_with(b"\\\"") || rest.starts_with(b"{\\\"") || rest.starts_with(b"[\\\"") {
+        let mut rep = Repairs::default();
+        let decoded = super::strings::unescape_all(&text[pos..], &mut rep);
+        let mut inner = scan_plain(&decoded, max_depth, want)?;
+        out.rep.note(Repair::UnescapedDoubleEncoded);
+        inner.rep.extend(&out.rep);
+        return Ok(inner);
+    }
+    drop(p);
+    scan_plain(text, max_depth, want).map(|mut s| {
+        let mut rep = out.rep;
+        rep.extend(&s.rep);
+        s.rep = rep;
+        s
+    })
+}
+
+fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, RescueError> {
+    let mut p = Parser::new(text, max_depth, want);
+    let b = text.as_bytes();
+    let len = p.len();
+    let mut out = Scan::default();
+    let mut pos = p.skip_ws(0, false);
+    let first = pos;
+    out.rep.extend(&p.rep);
+    p.rep = Repairs::default();
+    if pos < len && !matches!(b[pos], b'{' | b'[') && scalar_start(b, pos) {
+        let parsed = p.parse_at(pos)?;
+        let mut after = p.skip_ws(parsed.end, true);
+        while after < len && b[after] == b',' {
+            after = p.skip_ws(after + 1, true);
+        }
+        let is_text = !matches!(b[pos], b'"' | b'\'') && parsed.value.is_string();
+        let quoted = super::strings::opening_quote(b, pos).is_some();
+        if after >= len && (quoted || !is_text) {
+            out.scalar = Some(Candidate {
+                value: parsed.value,
+                complete: parsed.complete,
+                found: None,
+                rep: std::mem::take(&mut p.rep),
+                lead: false,
+                trail: false,
+            });
+            return Ok(out);
+        }
+        p.rep = Repairs::default();
+    }
+    loop {
+        let Some(k) = memchr2(b'{', b'[', &b[pos..]) else {
+            if p.skip_ws(pos, true) < len {
+                out.prose = true;
+            }
+            break;
+        };
+        let cand = pos + k;
+        // Anything but separators between values is prose.
+        let mut q = pos;
+        loop {
+            q = p.skip_ws(q, true);
+            if q < cand && b[q] == b',' {
+                q += 1;
+            } else {
+                break;
+            }
+        }
+        if q < cand {
+            out.prose = true;
+        }
+        out.rep.extend(&p.rep);
+        p.rep = Repairs::default();
+        let parsed = p.parse_at(cand)?;
+        let rep = std::mem::take(&mut p.rep);
+        let trail = p.skip_ws(parsed.end, true) < len;
+        p.rep = Repairs::default();
+        out.candidates.push(Candidate {
+            value: parsed.value,
+            complete: parsed.complete,
+            found: parsed.found,
+            rep,
+            lead: cand > first,
+            trail,
+        });
+        pos = parsed.end.max(cand + 1);
+    }
+    Ok(out)
+}
+
+/// Same shape: a later value that revises an earlier one.
+fn same_shape(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => x.keys().eq(y.keys()),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len()
+                && match (x.first(), y.first()) {
+                    (Some(p), Some(q)) => same_shape(p, q),
+                    (None, None) => true,
+                    _ => false,
+                }
+        }
+        _ => false,
+    }
+}
+
+fn non_empty(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => !m.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        _ => true,
+    }
+}
+
+/// The document `repair` returns for one scan, or `None`.
+pub(crate) fn choose_document(scan: Scan) -> Option<(Value, Repairs)> {
+    let mut rep = scan.rep;
+    if let Some(c) = scan.scalar {
+        rep.extend(&c.rep);
+        return Some((c.value, rep));
+    }
+    let total = scan.candidates.len();
+    let mut keep: Vec<Candidate> = Vec::new();
+    let mut last_empty: Option<Candidate> = None;
+    for c in scan.candidates {
+        if non_empty(&c.value) {
+            keep.push(c);
+        } else {
+            last_empty = Some(c);
+        }
+    }
+    if keep.is_empty() {
+        let c = last_empty?;
+        c.notes(&mut rep);
+        if total > 1 {
+            rep.note(Repair::ChoseOneOfSeveral);
+        }
+        return Some((c.value, rep));
+    }
+    if keep.len() == 1 {
+        let c = keep.pop()?;
+        c.notes(&mut rep);
+        if total > 1 {
+            rep.note(Repair::ChoseOneOfSeveral);
+        }
+        return Some((c.value, rep));
+    }
+    if scan.prose {
+        // Values embedded in prose: the last object is the final answer
+        // (earlier ones are drafts); without objects, the last array.
+        let idx = keep
+            .iter()
+            .rposition(|c| c.value.is_object())
+            .unwrap_or(keep.len() - 1);
+        let c = keep.swap_remove(idx);
+        c.notes(&mut rep);
+        rep.note(Repair::ChoseOneOfSeveral);
+        return Some((c.value, rep));
+    }
+    // Values separated only by whitespace or commas: a run of revisions of
+    // the same shape keeps the last; otherwise they form one array.
+    let mut items: Vec<Candidate> = Vec::new();
+    for c in keep {
+        if let Some(prev) = items.last() {
+            if same_shape(&prev.value, &c.value) {
+                rep.note(Repair::ChoseOneOfSeveral);
+                items.pop();
+            }
+        }
+        items.push(c);
+    }
+    if items.len() == 1 {
+        let c = items.pop()?;
+        c.notes(&mut rep);
+        return Some((c.value, rep));
+    }
+    rep.note(Repair::CollectedIntoArray);
+    let mut arr = Vec::with_capacity(items.len());
+    for c in items {
+        rep.extend(&c.rep);
+        arr.push(c.value);
+    }
+    Some((Value::Array(arr), rep))
+}
+
+/// The value of the wanted key for one scan: the last complete candidate
+/// that has the key, else the last (truncated) one that has it.
+pub(crate) fn choose_key(scan: Scan) -> Result<(Value, Repairs), bool> {
+    let any = !scan.candidates.is_empty();
+    let mut rep = scan.rep;
+    let with_key: Vec<Candidate> = scan
+        .candidates
+        .into_iter()
+        .filter(|c| c.found.is_some())
+        .collect();
+    let n = with_key.len();
+    let idx = with_key
+        .iter()
+        .rposition(|c| c.complete)
+        .or_else(|| n.checked_sub(1));
+    let Some(idx) = idx else {
+        return Err(any);
+    };
+    let c = with_key.into_iter().nth(idx).ok_or(any)?;
+    if n > 1 {
+        rep.note(Repair::ChoseOneOfSeveral);
+    }
+    c.notes(&mut rep);
+    let v = c.found.ok_or(any)?;
+    Ok((v, rep))
+}
