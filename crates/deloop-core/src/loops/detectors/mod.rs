@@ -1,0 +1,184 @@
+//! The detectors, and the decision table that combines them.
+//!
+//! The table reads top to bottom; the first matching rule wins:
+//!
+//! | # | rule | level |
+//! |---|---|---|
+//! | 1 | `unknown_tool_repeat`: the last `unknownToolThreshold` outcomes of this tool named the same unavailable tool | critical |
+//! | 2 | `global_circuit_breaker`: no-progress streak ≥ `globalCircuitBreakerThreshold` | critical |
+//! | 3 | `known_poll_no_progress`: poll call, streak ≥ `criticalThreshold` | critical |
+//! | 4 | `known_poll_no_progress`: poll call, streak ≥ `warningThreshold` | warning |
+//! | 5 | `ping_pong`: alternation ≥ `criticalThreshold` with stable results on both sides | critical |
+//! | 6 | `ping_pong`: alternation ≥ `warningThreshold` | warning |
+//! | 7 | `generic_repeat`: not a poll, streak ≥ `criticalThreshold` | critical |
+//! | 8 | `argument_churn`: ≥ `warningThreshold` calls cycling through stable variants | warning |
+//! | 9 | `generic_repeat`: not a poll, ≥ `warningThreshold` identical calls in history | warning |
+//!
+//! The `default` and `strict` profiles then add the back-to-back streak and
+//! `cycle` rule (see [`cycle`]), which can only raise the level.
+
+pub mod argument_churn;
+pub mod compaction;
+pub mod cycle;
+pub mod generic_repeat;
+pub mod no_progress;
+pub mod ping_pong;
+pub mod unknown_tool;
+
+use std::collections::VecDeque;
+
+use super::config::Settings;
+use super::hashing::Digest;
+use super::outcome::CallKind;
+use super::{Detector, Level};
+
+/// What is known about a recorded call's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Not answered yet.
+    Pending,
+    /// Blocked by the guard (or the runtime reported the guard's veto).
+    Veto,
+    /// Answered.
+    Done(Done),
+}
+
+/// A normalised outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Done {
+    pub hash: Digest,
+    pub no_progress: bool,
+    pub error: bool,
+    pub failure: Option<Digest>,
+    pub unknown: Option<Box<str>>,
+}
+
+/// One call in a scope's history.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub tool: Box<str>,
+    pub call: Digest,
+    /// The strict-protocol procedure digest (equivalent arguments collapse).
+    pub procedure: Digest,
+    pub call_id: Option<Box<str>>,
+    pub kind: CallKind,
+    pub state: State,
+    pub seq: u64,
+    /// `AGENT::<agent>::<operation>::<context>` (strict profile only).
+    pub fp_prefix: Option<Box<str>>,
+}
+
+impl Record {
+    pub(crate) fn done(&self) -> Option<&Done> {
+        match &self.state {
+            State::Done(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn result(&self) -> Option<Digest> {
+        self.done().map(|d| d.hash)
+    }
+}
+
+/// The call being judged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Current<'a> {
+    pub tool: &'a str,
+    pub call: Digest,
+    pub kind: CallKind,
+}
+
+/// A detector's finding.
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    pub level: Level,
+    pub detector: Detector,
+    pub count: u32,
+    pub key: String,
+    pub message: String,
+    /// The result hash the finding is about (for the fingerprint).
+    pub latest: Option<Digest>,
+}
+
+/// Rule variations between profiles.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// Vetoes extend unknown-tool and ping-pong streaks (deloop's sticky blocks).
+    pub sticky: bool,
+    /// Back-to-back streaks and cycles.
+    pub cycles: bool,
+}
+
+/// Runs the decision table over a scope's history.
+pub(crate) fn decide(
+    history: &VecDeque<Record>,
+    cur: Current<'_>,
+    s: &Settings,
+    rules: Rules,
+) -> Option<Finding> {
+    let d = &s.detectors;
+    let base = openclaw_table(history, cur, s, rules);
+    if base.as_ref().is_some_and(|f| f.level == Level::Critical) || !rules.cycles || !d.cycle {
+        return base;
+    }
+    let cyc = if cur.kind.is_poll() {
+        None
+    } else {
+        cycle::detect(history, cur, s)
+    };
+    match (base, cyc) {
+        (_, Some(c)) if c.level == Level::Critical => Some(c),
+        (Some(b), _) => Some(b),
+        (None, c) => c,
+    }
+}
+
+fn openclaw_table(
+    history: &VecDeque<Record>,
+    cur: Current<'_>,
+    s: &Settings,
+    rules: Rules,
+) -> Option<Finding> {
+    let d = &s.detectors;
+    let poll = cur.kind.is_poll();
+    if d.unknown_tool_repeat {
+        if let Some(f) = unknown_tool::detect(history, cur, s, rules.sticky) {
+            return Some(f);
+        }
+    }
+    let streak = no_progress::streak(history, cur.tool, cur.call);
+    if d.global_circuit_breaker && streak.count >= s.global_circuit_breaker_threshold {
+        return Some(no_progress::global_finding(cur, &streak));
+    }
+    if poll && d.known_poll_no_progress {
+        if streak.count >= s.critical_threshold {
+            return Some(no_progress::poll_finding(Level::Critical, cur, &streak));
+        }
+        if streak.count >= s.warning_threshold {
+            return Some(no_progress::poll_finding(Level::Warning, cur, &streak));
+        }
+    }
+    if d.ping_pong {
+        if let Some(f) = ping_pong::detect(history, cur, s, rules.sticky) {
+            return Some(f);
+        }
+    }
+    if !poll && d.generic_repeat && streak.count >= s.critical_threshold {
+        return Some(generic_repeat::critical(cur, &streak));
+    }
+    if d.argument_churn {
+        if let Some(f) = argument_churn::detect(history, cur, s) {
+            return Some(f);
+        }
+    }
+    if !poll && d.generic_repeat {
+        return generic_repeat::warning(history, cur, s);
+    }
+    None
+}
+
+/// Short hex of a digest for keys.
+pub(crate) fn hx(d: Digest) -> String {
+    d.short(16)
+}
