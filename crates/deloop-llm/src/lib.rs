@@ -25,7 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod config;
+pub mod config;
 mod embed;
 mod error;
 mod gemini;
