@@ -48,6 +48,10 @@ pub struct WordConfig {
     /// Re-join the kept tokens with single spaces (the seed's output) instead
     /// of cutting the source text at a byte position.
     pub rejoin_tokens: bool,
+    /// Each CJK character (Han, kana, CJK punctuation, fullwidth forms) is a
+    /// token of its own, so loops in text written without spaces have word
+    /// periods too.
+    pub split_cjk: bool,
 }
 
 /// The substring guard: a short unit of characters repeated back to back.
@@ -68,6 +72,9 @@ pub struct SubstringConfig {
     pub marker: String,
     /// Trim leading whitespace of the kept text too (the seed's `trim()`).
     pub trim_start: bool,
+    /// Keep one copy of the unit before the marker, like the word guard
+    /// (the seed cuts just before the loop).
+    pub keep_one_copy: bool,
 }
 
 /// False-positive protections (all off in seed-compat mode).
@@ -76,25 +83,29 @@ pub struct SubstringConfig {
 pub struct HealthyConfig {
     /// Turn every protection below on or off at once.
     pub enabled: bool,
-    /// A repeated unit must contain at least this many letters (alphabetic
-    /// characters, any script): dividers, leaders, padding, art and number
-    /// grids never fire.
+    /// A word loop must repeat a word: a token with at least this many
+    /// letters (alphabetic characters, any script). Dot leaders, `| --- |`
+    /// rows, `2 x 2 x` products and art made of symbols never fire.
+    pub min_word_letters: usize,
+    /// A substring loop must repeat a unit with at least this many letters
+    /// (letters of LaTeX control words such as `\quad` do not count).
     pub min_unit_letters: usize,
     /// Repetition that starts inside a fenced code block (```/~~~) is data.
     pub skip_code_fences: bool,
     /// Repetition that stays within one line that starts with `|` (a table
     /// row) is exempt; rows repeated over many lines are still loops.
     pub skip_table_rows: bool,
-    /// A loop must repeat at least this many characters in total beyond its
-    /// first copy (0 = no minimum).
-    pub min_loop_chars: usize,
+    /// An exempt repetition (layout-only unit, no word, code fence, table
+    /// row) still fires once its run covers this many bytes: nobody pads
+    /// a table cell with 4 KiB of dashes on purpose.
+    pub max_exempt_run_bytes: usize,
 }
 
 /// The seed's connector list: Spanish and English function words.
 pub const DEFAULT_CONNECTORS: &[&str] = &[
     "o", "u", "y", "e", "ni", "la", "las", "el", "los", "lo", "un", "una", "de", "del", "a", "al",
-    "en", "con", "por", "para", "que", "se", "su", "sus", "and", "or", "the", "a", "an", "of",
-    "to", "in", "on", "with", "for", "by", "at", "as", "but", "nor", "that",
+    "en", "con", "por", "para", "que", "se", "su", "sus", "and", "or", "the", "an", "of", "to",
+    "in", "on", "with", "for", "by", "at", "as", "but", "nor", "that",
 ];
 
 impl Default for WordConfig {
@@ -111,6 +122,7 @@ impl Default for WordConfig {
             connectors: DEFAULT_CONNECTORS.iter().map(|s| s.to_string()).collect(),
             marker: " […]".to_string(),
             rejoin_tokens: false,
+            split_cjk: true,
         }
     }
 }
@@ -125,6 +137,7 @@ impl Default for SubstringConfig {
             min_copies: 10,
             marker: " […]".to_string(),
             trim_start: false,
+            keep_one_copy: true,
         }
     }
 }
@@ -133,10 +146,11 @@ impl Default for HealthyConfig {
     fn default() -> Self {
         HealthyConfig {
             enabled: true,
+            min_word_letters: 2,
             min_unit_letters: 2,
             skip_code_fences: true,
             skip_table_rows: true,
-            min_loop_chars: 0,
+            max_exempt_run_bytes: 4096,
         }
     }
 }
@@ -161,11 +175,13 @@ impl ClampConfig {
                 long_max_period: 0,
                 ignore_trailing_punctuation: false,
                 rejoin_tokens: true,
+                split_cjk: false,
                 ..WordConfig::default()
             },
             substring: SubstringConfig {
                 marker: String::new(),
                 trim_start: true,
+                keep_one_copy: false,
                 ..SubstringConfig::default()
             },
             healthy: HealthyConfig {

@@ -21,10 +21,18 @@
 //! ```
 
 mod config;
+mod engine;
+mod fold;
+mod healthy;
+mod substring;
+mod words;
 
 pub use config::{ClampConfig, HealthyConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS};
 
 use serde::Serialize;
+
+use engine::{Engine, Mode};
+use substring::Candidate;
 
 /// Which detector fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,18 +96,86 @@ pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
     }
 }
 
-/// The word-period guard alone (work in progress: returns the input).
-pub fn clamp_words(text: &str, config: &ClampConfig) -> Clamped {
-    let _ = config;
-    Clamped {
-        text: text.to_string(),
-        reports: Vec::new(),
+fn report(cand: &Candidate, total: usize) -> ClampReport {
+    ClampReport {
+        detector: cand.detector,
+        period: cand.period,
+        unit: cand.unit.clone(),
+        start: cand.start,
+        keep_bytes: cand.keep,
+        removed_bytes: total - cand.keep,
     }
 }
 
-/// The substring guard alone (work in progress: returns the input).
+/// The marker to append after `kept` (without its leading space when
+/// nothing is kept).
+fn tail(marker: &str, kept_empty: bool) -> &str {
+    if kept_empty {
+        marker.trim_start()
+    } else {
+        marker
+    }
+}
+
+/// The word-period guard alone (seed `clampRepetition`): keeps the healthy
+/// prefix and one copy of the repeated unit, trims dangling connectors and
+/// appends the marker.
+///
+/// ```
+/// use deloop_core::repetition::{clamp_words, ClampConfig, Detector};
+/// let text = format!("Hola. {}", "la continuación de un proceso de automatización automático o la de ".repeat(40));
+/// let out = clamp_words(&text, &ClampConfig::default());
+/// assert_eq!(out.report().unwrap().detector, Detector::WordPeriod);
+/// assert!(out.text.ends_with("automático […]"), "{}", out.text);
+/// ```
+pub fn clamp_words(text: &str, config: &ClampConfig) -> Clamped {
+    let Some(cand) = engine::scan(text, config, Mode::Words) else {
+        return unchanged(text);
+    };
+    let marker = &config.words.marker;
+    let out = if config.words.rejoin_tokens {
+        let kept: Vec<&str> = text
+            .split_whitespace()
+            .take(cand.keep_tokens as usize)
+            .collect();
+        let kept = kept.join(" ");
+        let t = tail(marker, kept.is_empty());
+        kept + t
+    } else {
+        let kept = &text[..cand.keep];
+        format!("{kept}{}", tail(marker, kept.is_empty()))
+    };
+    Clamped {
+        text: out,
+        reports: vec![report(&cand, text.len())],
+    }
+}
+
+/// The substring guard alone (seed `clampSubstringRepetition`): cuts just
+/// before the loop, trims, and appends the configured marker.
+///
+/// ```
+/// use deloop_core::repetition::{clamp_substring, ClampConfig};
+/// let text = format!("La respuesta es {}", "resak-".repeat(50));
+/// let out = clamp_substring(&text, &ClampConfig::seed_compat());
+/// assert_eq!(out.text, "La respuesta es");
+/// ```
 pub fn clamp_substring(text: &str, config: &ClampConfig) -> Clamped {
-    let _ = config;
+    let Some(cand) = engine::scan(text, config, Mode::Substring) else {
+        return unchanged(text);
+    };
+    let mut kept = &text[..cand.keep];
+    if config.substring.trim_start {
+        kept = kept.trim_start();
+    }
+    let out = format!("{kept}{}", tail(&config.substring.marker, kept.is_empty()));
+    Clamped {
+        text: out,
+        reports: vec![report(&cand, text.len())],
+    }
+}
+
+fn unchanged(text: &str) -> Clamped {
     Clamped {
         text: text.to_string(),
         reports: Vec::new(),
@@ -113,37 +189,174 @@ pub struct StreamCut {
     pub keep_bytes: usize,
     /// Text to emit after the kept bytes (the marker; may be empty).
     pub replacement_tail: String,
-    /// What fired.
+    /// Byte offset in the stream at which the loop was recognised (the
+    /// prefix on which the batch guard first fires).
+    pub detected_at: usize,
+    /// What fired (`removed_bytes` counts up to `detected_at`).
     pub report: ClampReport,
 }
 
 /// Watches a stream chunk by chunk and reports the first prefix on which
-/// [`clamp`] would fire.
+/// [`clamp`] would fire, with the cut [`clamp`] gives on that prefix.
+///
+/// It runs the batch guards' own incremental engine, so work is O(1)
+/// amortised per character (O(P) for the fixed period bound P) and memory
+/// is bounded by the configuration, not by the stream. Invalid UTF-8 bytes
+/// count as U+FFFD (offsets stay in raw stream bytes).
+///
+/// ```
+/// use deloop_core::repetition::{ClampConfig, StreamWatcher};
+/// let mut w = StreamWatcher::new(ClampConfig::default());
+/// let text = format!("Intro. {}", "over and over again we go ".repeat(30));
+/// let mut cut = None;
+/// for chunk in text.as_bytes().chunks(7) {
+///     if let Some(c) = w.feed(chunk) { cut = Some(c); break; }
+/// }
+/// let cut = cut.expect("the loop is seen");
+/// assert!(cut.keep_bytes < cut.detected_at);
+/// ```
 #[derive(Debug, Clone)]
 pub struct StreamWatcher {
     config: ClampConfig,
-    fired: Option<StreamCut>,
+    engine: Engine,
+    pending: Vec<u8>,
+    done: bool,
 }
 
 impl StreamWatcher {
     /// A watcher with this configuration.
     pub fn new(config: ClampConfig) -> Self {
+        let engine = Engine::new(&config, Mode::Both);
         StreamWatcher {
             config,
-            fired: None,
+            engine,
+            pending: Vec::with_capacity(4),
+            done: false,
         }
+    }
+
+    /// True once a cut was returned: further input is ignored.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.engine.pos + self.pending.len()
     }
 
     /// Feeds raw bytes as they arrive (chunks may split words and UTF-8
     /// sequences). Returns `Some(cut)` the first time the batch guard would
-    /// fire on the prefix seen so far, and `None` afterwards.
+    /// fire on the prefix seen so far, and `None` otherwise (and always
+    /// after the first cut).
     pub fn feed(&mut self, chunk: &[u8]) -> Option<StreamCut> {
-        let _ = (chunk, &self.config, &self.fired);
-        None
+        if self.done {
+            return None;
+        }
+        let mut chunk = chunk;
+        while !self.pending.is_empty() && !chunk.is_empty() {
+            self.pending.push(chunk[0]);
+            chunk = &chunk[1..];
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    let c = s.chars().next().unwrap_or('\u{FFFD}');
+                    let n = self.pending.len();
+                    self.pending.clear();
+                    if let Some(cut) = self.step(c, n) {
+                        return Some(cut);
+                    }
+                }
+                Err(e) => {
+                    if let Some(n) = e.error_len() {
+                        let rest = self.pending.split_off(n);
+                        self.pending.clear();
+                        if let Some(cut) = self.step('\u{FFFD}', n) {
+                            return Some(cut);
+                        }
+                        if let Some(cut) = self.process(&rest) {
+                            return Some(cut);
+                        }
+                    }
+                }
+            }
+        }
+        self.process(chunk)
     }
 
-    /// Ends the stream (flushes an incomplete UTF-8 sequence).
+    /// Ends the stream: an incomplete UTF-8 sequence counts as U+FFFD and
+    /// the last token becomes final.
     pub fn finish(&mut self) -> Option<StreamCut> {
-        None
+        if self.done {
+            return None;
+        }
+        if !self.pending.is_empty() {
+            let n = self.pending.len();
+            self.pending.clear();
+            if let Some(cut) = self.step('\u{FFFD}', n) {
+                return Some(cut);
+            }
+        }
+        self.engine.finish();
+        self.check()
+    }
+
+    fn process(&mut self, bytes: &[u8]) -> Option<StreamCut> {
+        let mut rest = bytes;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    for c in s.chars() {
+                        if let Some(cut) = self.step(c, c.len_utf8()) {
+                            return Some(cut);
+                        }
+                    }
+                    return None;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    let s = std::str::from_utf8(&rest[..valid]).unwrap_or_default();
+                    for c in s.chars() {
+                        if let Some(cut) = self.step(c, c.len_utf8()) {
+                            return Some(cut);
+                        }
+                    }
+                    match e.error_len() {
+                        Some(n) => {
+                            if let Some(cut) = self.step('\u{FFFD}', n) {
+                                return Some(cut);
+                            }
+                            rest = &rest[valid + n..];
+                        }
+                        None => {
+                            self.pending.extend_from_slice(&rest[valid..]);
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn step(&mut self, c: char, len: usize) -> Option<StreamCut> {
+        self.engine.push(c, len);
+        self.check()
+    }
+
+    #[inline]
+    fn check(&mut self) -> Option<StreamCut> {
+        let cand = self.engine.verdict(true)?;
+        let marker = match cand.detector {
+            Detector::Substring => &self.config.substring.marker,
+            _ => &self.config.words.marker,
+        };
+        let cut = StreamCut {
+            keep_bytes: cand.keep,
+            replacement_tail: tail(marker, cand.keep == 0).to_string(),
+            detected_at: self.engine.pos,
+            report: report(cand, self.engine.pos),
+        };
+        self.done = true;
+        Some(cut)
     }
 }

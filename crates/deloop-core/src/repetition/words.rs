@@ -1,0 +1,527 @@
+//! The word-period detector: whitespace tokens, compared by a 64-bit key of
+//! their case fold, repeating with a short period (1..=`max_period`, exact
+//! run counters per period) or a long one (up to `long_max_period`, found
+//! through shingles).
+//!
+//! Per token the short rule costs `max_period` comparisons and the long
+//! rule O(1) (a rolling shingle hash and one table probe), so the whole
+//! detector is O(n·P) with no re-scanning. Memory is a ring of the last
+//! tokens' keys and offsets, bounded by the configuration, never by the
+//! text.
+
+use super::fold::{fold_char, fold_str, KeyHasher};
+use super::healthy::{is_cjk, is_trailing_punct, Lines};
+use super::substring::Candidate;
+use super::{ClampConfig, Detector};
+
+/// Tokens in a long-period shingle.
+const SHINGLE: usize = 8;
+/// Slots of the shingle table (direct-mapped, a power of two).
+const TABLE: usize = 4096;
+/// Bytes of each token kept for the unit preview.
+const PREVIEW: usize = 24;
+/// Longest connector compared, in bytes of its case fold.
+const FOLD_MAX: usize = 24;
+/// Multiplier of the rolling shingle hash.
+const ROLL: u64 = 0x9e37_79b9_7f4a_7c15;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Tok {
+    key: u64,
+    start: usize,
+    end: usize,
+    prev_end: usize,
+    word: bool,
+    connector: bool,
+    preview: [u8; PREVIEW],
+    plen: u8,
+    ptrunc: bool,
+}
+
+/// The token being read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Build {
+    active: bool,
+    start: usize,
+    all: KeyHasher,
+    core: KeyHasher,
+    letters: u32,
+    folded: [u8; FOLD_MAX],
+    flen: usize,
+    fcore: usize,
+    foverflow: bool,
+    preview: [u8; PREVIEW],
+    plen: u8,
+    ptrunc: bool,
+}
+
+impl Build {
+    #[inline]
+    fn key(&self, ignore_punct: bool) -> u64 {
+        if ignore_punct && !self.core.is_empty() {
+            self.core.finish()
+        } else {
+            self.all.finish()
+        }
+    }
+
+    fn folded(&self, ignore_punct: bool) -> Option<&[u8]> {
+        if self.foverflow {
+            return None;
+        }
+        if ignore_punct && self.fcore > 0 {
+            Some(&self.folded[..self.fcore])
+        } else {
+            Some(&self.folded[..self.flen])
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    /// Matching tokens in the run (token `t` equal to token `t - p`).
+    len: usize,
+    start: usize,
+    keep: usize,
+    keep_tokens: u64,
+    accepted: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LongRun {
+    d: usize,
+    run: Run,
+}
+
+/// Incremental word-period detector.
+#[derive(Debug, Clone)]
+pub(crate) struct Words {
+    max_p: usize,
+    thr: Vec<usize>,
+    long_max: usize,
+    long_mult: usize,
+    ignore_punct: bool,
+    split_cjk: bool,
+    connectors: Vec<String>,
+    protect: bool,
+    fences: bool,
+    tables: bool,
+    max_exempt: usize,
+    min_word_letters: u32,
+    ring: Vec<Tok>,
+    mask: usize,
+    /// Index of the next token.
+    j: usize,
+    runs: Vec<Run>,
+    long: Option<LongRun>,
+    table: Vec<(u64, usize)>,
+    roll: u64,
+    roll_pow: u64,
+    last_word: Option<usize>,
+    build: Build,
+    last_end: usize,
+    armed: bool,
+    pub(crate) best: Option<Candidate>,
+    /// A loop that ends in the token still being read (valid for the
+    /// current prefix only).
+    pub(crate) partial: Option<Candidate>,
+}
+
+impl Words {
+    pub(crate) fn new(config: &ClampConfig) -> Self {
+        let w = &config.words;
+        let max_p = w.max_period.clamp(1, 64);
+        let long_max = if w.long_max_period > max_p {
+            w.long_max_period.min(4096)
+        } else {
+            0
+        };
+        let thr: Vec<usize> = (0..=max_p)
+            .map(|p| w.min_run.max(w.run_per_period * p).max(1))
+            .collect();
+        let need = (max_p + thr.iter().max().copied().unwrap_or(1)).max(4 * long_max) + 64;
+        let cap = need.next_power_of_two();
+        let h = &config.healthy;
+        let mut roll_pow = 1u64;
+        for _ in 0..SHINGLE {
+            roll_pow = roll_pow.wrapping_mul(ROLL);
+        }
+        Words {
+            max_p,
+            thr,
+            long_max,
+            long_mult: w.long_run_per_period.max(1),
+            ignore_punct: w.ignore_trailing_punctuation,
+            split_cjk: w.split_cjk,
+            connectors: w.connectors.iter().map(|c| fold_str(c)).collect(),
+            protect: h.enabled,
+            fences: h.skip_code_fences,
+            tables: h.skip_table_rows,
+            max_exempt: h.max_exempt_run_bytes,
+            min_word_letters: h.min_word_letters.min(u32::MAX as usize) as u32,
+            ring: vec![Tok::default(); cap],
+            mask: cap - 1,
+            j: 0,
+            runs: vec![Run::default(); max_p + 1],
+            long: None,
+            table: if long_max > 0 {
+                vec![(0, usize::MAX); TABLE]
+            } else {
+                Vec::new()
+            },
+            roll: 0,
+            roll_pow,
+            last_word: None,
+            build: Build::default(),
+            last_end: 0,
+            armed: false,
+            best: None,
+            partial: None,
+        }
+    }
+
+    #[inline]
+    fn tok(&self, t: usize) -> &Tok {
+        &self.ring[t & self.mask]
+    }
+
+    /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
+    #[inline]
+    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
+        if c.is_whitespace() {
+            if self.build.active {
+                self.finalize(pos, lines);
+            }
+            return;
+        }
+        let cjk = self.split_cjk && is_cjk(c);
+        if cjk && self.build.active {
+            self.finalize(pos, lines);
+        }
+        let b = &mut self.build;
+        if !b.active {
+            *b = Build {
+                active: true,
+                start: pos,
+                ..Build::default()
+            };
+        }
+        if c.is_alphabetic() {
+            b.letters = b.letters.saturating_add(1);
+        }
+        if cjk {
+            // A CJK character is a whole word: count it as one.
+            b.letters = b.letters.max(self.min_word_letters);
+        }
+        if (b.plen as usize) + len <= PREVIEW {
+            let mut buf = [0u8; 4];
+            let s = c.encode_utf8(&mut buf);
+            b.preview[b.plen as usize..b.plen as usize + s.len()].copy_from_slice(s.as_bytes());
+            b.plen += s.len() as u8;
+        } else {
+            b.ptrunc = true;
+        }
+        fold_char(c, |l| {
+            b.all.push(l);
+            if !b.foverflow {
+                let mut buf = [0u8; 4];
+                let s = l.encode_utf8(&mut buf);
+                if b.flen + s.len() <= FOLD_MAX {
+                    b.folded[b.flen..b.flen + s.len()].copy_from_slice(s.as_bytes());
+                    b.flen += s.len();
+                } else {
+                    b.foverflow = true;
+                }
+            }
+        });
+        if !is_trailing_punct(c) {
+            b.core = b.all;
+            b.fcore = b.flen;
+        }
+        if cjk {
+            self.finalize(pos + len, lines);
+        } else if self.armed {
+            self.check_partial(pos + len, lines);
+        } else {
+            self.partial = None;
+        }
+    }
+
+    /// Ends the text: the token being read becomes final.
+    pub(crate) fn finish(&mut self, pos: usize, lines: &Lines) {
+        if self.build.active {
+            self.finalize(pos, lines);
+        }
+        self.partial = None;
+    }
+
+    fn is_connector(&self, b: &Build) -> bool {
+        match b.folded(self.ignore_punct) {
+            Some(f) => self.connectors.iter().any(|c| c.as_bytes() == f),
+            None => false,
+        }
+    }
+
+    /// Start, kept end and kept token count of a run of period `p` whose
+    /// first matching token is `a`: the loop starts at token `a - p` and
+    /// one copy (tokens `a-p..a`) is kept, minus dangling connectors.
+    fn run_info(&self, a: usize, p: usize) -> Run {
+        let i = a - p;
+        let mut t = a;
+        while t > i && self.tok(t - 1).connector {
+            t -= 1;
+        }
+        let keep = if t > i {
+            self.tok(t - 1).end
+        } else {
+            self.tok(i).prev_end
+        };
+        Run {
+            len: 0,
+            start: self.tok(i).start,
+            keep,
+            keep_tokens: t as u64,
+            accepted: false,
+        }
+    }
+
+    fn finalize(&mut self, end: usize, lines: &Lines) {
+        let b = self.build;
+        self.build.active = false;
+        self.partial = None;
+        let key = b.key(self.ignore_punct);
+        let j = self.j;
+        let tok = Tok {
+            key,
+            start: b.start,
+            end,
+            prev_end: self.last_end,
+            word: b.letters >= self.min_word_letters,
+            connector: self.is_connector(&b),
+            preview: b.preview,
+            plen: b.plen,
+            ptrunc: b.ptrunc,
+        };
+        self.ring[j & self.mask] = tok;
+        self.last_end = end;
+        if tok.word {
+            self.last_word = Some(j);
+        }
+        self.j = j + 1;
+
+        // Short periods: one run counter per period.
+        for p in 1..=self.max_p.min(j) {
+            if self.tok(j - p).key == key {
+                if self.runs[p].len == 0 {
+                    self.runs[p] = self.run_info(j, p);
+                }
+                self.runs[p].len += 1;
+                let r = self.runs[p];
+                if r.len >= self.thr[p] && !r.accepted && self.accept(r.start, p, end, lines) {
+                    self.runs[p].accepted = true;
+                    let cand = self.candidate(Detector::WordPeriod, p, r, None);
+                    self.offer(cand);
+                }
+            } else {
+                self.runs[p].len = 0;
+            }
+        }
+
+        // Long periods: extend the current candidate period, or adopt one
+        // from the last occurrence of the current shingle.
+        if self.long_max > 0 {
+            if let Some(mut lr) = self.long {
+                if self.tok(j - lr.d).key == key {
+                    lr.run.len += 1;
+                    if lr.run.len >= self.long_mult * lr.d
+                        && !lr.run.accepted
+                        && self.accept(lr.run.start, lr.d, end, lines)
+                    {
+                        lr.run.accepted = true;
+                        let cand = self.candidate(Detector::LongPeriod, lr.d, lr.run, None);
+                        self.offer(cand);
+                    }
+                    self.long = Some(lr);
+                } else {
+                    self.long = None;
+                }
+            }
+            self.roll = self.roll.wrapping_mul(ROLL).wrapping_add(key);
+            if j >= SHINGLE {
+                let old = self.tok(j - SHINGLE).key;
+                self.roll = self.roll.wrapping_sub(old.wrapping_mul(self.roll_pow));
+            }
+            if j + 1 >= SHINGLE {
+                let sh = super::fold::mix(self.roll);
+                let slot = (sh as usize) & (TABLE - 1);
+                let (tag, at) = self.table[slot];
+                self.table[slot] = (sh, j);
+                if self.long.is_none() && tag == sh && at < j {
+                    let d = j - at;
+                    if d > self.max_p && d <= self.long_max {
+                        self.adopt(j, d);
+                    }
+                }
+            }
+        }
+        self.rearm();
+    }
+
+    /// Starts tracking long period `d` at token `j`, counting the matches
+    /// that already precede it (at most `3d` back, within the ring).
+    fn adopt(&mut self, j: usize, d: usize) {
+        let limit = (self.long_mult * d + d).min(self.mask + 1 - d - 1);
+        let mut m = 0;
+        while m < limit && j >= d + m && self.tok(j - m).key == self.tok(j - m - d).key {
+            m += 1;
+        }
+        if m == 0 || j + 1 < m + d {
+            return;
+        }
+        let a = j + 1 - m;
+        let mut run = self.run_info(a, d);
+        run.len = m;
+        self.long = Some(LongRun { d, run });
+    }
+
+    fn rearm(&mut self) {
+        let mut armed = false;
+        for p in 1..=self.max_p {
+            let r = &self.runs[p];
+            if !r.accepted && r.len + 1 >= self.thr[p] {
+                armed = true;
+                break;
+            }
+        }
+        if let Some(lr) = &self.long {
+            if !lr.run.accepted && lr.run.len + 1 >= self.long_mult * lr.d {
+                armed = true;
+            }
+        }
+        self.armed = armed;
+    }
+
+    /// Would the token being read, if the text ended now, complete a loop?
+    #[cold]
+    fn check_partial(&mut self, end: usize, lines: &Lines) {
+        self.partial = None;
+        let key = self.build.key(self.ignore_punct);
+        let j = self.j;
+        let mut best: Option<Candidate> = None;
+        for p in 1..=self.max_p.min(j) {
+            let r = self.runs[p];
+            if r.accepted || r.len + 1 < self.thr[p] || self.tok(j - p).key != key {
+                continue;
+            }
+            let mut r = if r.len == 0 { self.run_info(j, p) } else { r };
+            r.len += 1;
+            if self.accept_partial(r.start, p, end, lines) {
+                let cand = self.candidate(Detector::WordPeriod, p, r, Some(&self.build));
+                if best.as_ref().is_none_or(|b| cand.better_than(b)) {
+                    best = Some(cand);
+                }
+            }
+        }
+        if let Some(lr) = self.long {
+            if !lr.run.accepted
+                && lr.run.len + 1 >= self.long_mult * lr.d
+                && self.tok(j - lr.d).key == key
+                && self.accept_partial(lr.run.start, lr.d, end, lines)
+            {
+                let cand = self.candidate(Detector::LongPeriod, lr.d, lr.run, Some(&self.build));
+                if best.as_ref().is_none_or(|b| cand.better_than(b)) {
+                    best = Some(cand);
+                }
+            }
+        }
+        self.partial = best;
+    }
+
+    /// The false-positive protections for a loop of period `p` ending with
+    /// the last finalized token.
+    fn accept(&self, start: usize, p: usize, end: usize, lines: &Lines) -> bool {
+        if !self.protect || end - start >= self.max_exempt {
+            return true;
+        }
+        let has_word = self.last_word.is_some_and(|w| w + p >= self.j);
+        has_word && !lines.exempt(start, self.fences, self.tables)
+    }
+
+    /// Same, when the last token of the loop is still being read.
+    fn accept_partial(&self, start: usize, p: usize, end: usize, lines: &Lines) -> bool {
+        if !self.protect || end - start >= self.max_exempt {
+            return true;
+        }
+        let has_word = self.build.letters >= self.min_word_letters
+            || self.last_word.is_some_and(|w| w + p > self.j);
+        has_word && !lines.exempt(start, self.fences, self.tables)
+    }
+
+    fn candidate(
+        &self,
+        detector: Detector,
+        p: usize,
+        r: Run,
+        partial: Option<&Build>,
+    ) -> Candidate {
+        // Preview of the unit as it last appeared: the last p tokens.
+        let mut unit = String::new();
+        let last = if partial.is_some() {
+            self.j
+        } else {
+            self.j - 1
+        };
+        let first = last + 1 - p;
+        let shown = p.min(16);
+        for t in first..first + shown {
+            let (bytes, trunc) = if t == self.j {
+                let b = partial.expect("partial token");
+                (&b.preview[..b.plen as usize], b.ptrunc)
+            } else {
+                let k = self.tok(t);
+                (&k.preview[..k.plen as usize], k.ptrunc)
+            };
+            if !unit.is_empty() {
+                unit.push(' ');
+            }
+            unit.push_str(&String::from_utf8_lossy(bytes));
+            if trunc {
+                unit.push('…');
+            }
+        }
+        if shown < p {
+            unit.push_str(" …");
+        }
+        Candidate {
+            detector,
+            period: p,
+            start: r.start,
+            keep: r.keep,
+            keep_tokens: r.keep_tokens,
+            unit,
+        }
+    }
+
+    fn offer(&mut self, cand: Candidate) {
+        if self.best.as_ref().is_none_or(|b| cand.better_than(b)) {
+            self.best = Some(cand);
+        }
+    }
+
+    /// True when more text could still produce a loop starting before
+    /// byte `start` (batch mode stops scanning once this is false).
+    pub(crate) fn could_improve(&self, start: usize) -> bool {
+        let reach = self.max_p.max((self.long_mult + 1) * self.long_max) + 1;
+        if self.j <= reach || self.tok(self.j - reach).start < start {
+            return true;
+        }
+        if self.runs[1..]
+            .iter()
+            .any(|r| r.len > 0 && !r.accepted && r.start < start)
+        {
+            return true;
+        }
+        self.long
+            .is_some_and(|lr| !lr.run.accepted && lr.run.start < start)
+    }
+}
