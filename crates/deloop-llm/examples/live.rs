@@ -71,7 +71,9 @@ async fn main() {
     req.timeout = Duration::from_secs(120);
     print!("stream: ");
     let result = client
-        .generate_stream(&req, &cancel, Some(ClampConfig::default()), |d| print!("{d}"))
+        .generate_stream(&req, &cancel, Some(ClampConfig::default()), |d| {
+            print!("{d}")
+        })
         .await;
     println!();
     match result {

@@ -49,16 +49,24 @@ impl EmbeddingClient {
     pub fn gemini(key: ApiKey, model: &str, base_url: Option<&str>) -> Result<Self, LlmError> {
         let model = model.strip_prefix("models/").unwrap_or(model);
         if model.is_empty() || model.contains(['/', '?', '#', ':']) {
-            return Err(LlmError::Config(format!("{model:?} is not a Gemini model id")));
+            return Err(LlmError::Config(format!(
+                "{model:?} is not a Gemini model id"
+            )));
         }
-        Self::build(Api::Gemini { key }, base_url.unwrap_or(DEFAULT_GEMINI_BASE_URL), model)
+        Self::build(
+            Api::Gemini { key },
+            base_url.unwrap_or(DEFAULT_GEMINI_BASE_URL),
+            model,
+        )
     }
 
     /// OpenAI-compatible embeddings (`{base_url}/embeddings`, `base_url`
     /// including `/v1`).
     pub fn openai(base_url: &str, key: Option<ApiKey>, model: &str) -> Result<Self, LlmError> {
         if model.trim().is_empty() {
-            return Err(LlmError::Config("an embedding model name is required".into()));
+            return Err(LlmError::Config(
+                "an embedding model name is required".into(),
+            ));
         }
         Self::build(Api::OpenAi { key }, base_url, model)
     }
@@ -145,7 +153,8 @@ impl EmbeddingClient {
 
     /// Embeds `texts` (one vector per text, in order), in batches.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
-        self.embed_cancellable(texts, &CancellationToken::new()).await
+        self.embed_cancellable(texts, &CancellationToken::new())
+            .await
     }
 
     /// [`EmbeddingClient::embed`] with a cancellation token.
@@ -217,7 +226,9 @@ impl EmbeddingClient {
             let list = v
                 .get("embeddings")
                 .and_then(Value::as_array)
-                .ok_or_else(|| LlmError::Decode("batchEmbedContents reply has no `embeddings`".into()))?;
+                .ok_or_else(|| {
+                    LlmError::Decode("batchEmbedContents reply has no `embeddings`".into())
+                })?;
             list.iter().map(|e| floats(e.get("values"))).collect()
         }
     }
@@ -249,11 +260,13 @@ impl EmbeddingClient {
                 .get("index")
                 .and_then(Value::as_u64)
                 .map_or(pos, |i| usize::try_from(i).unwrap_or(usize::MAX));
-            let slot = slots.get_mut(index).ok_or_else(|| {
-                LlmError::Decode(format!("embedding index {index} out of range"))
-            })?;
+            let slot = slots
+                .get_mut(index)
+                .ok_or_else(|| LlmError::Decode(format!("embedding index {index} out of range")))?;
             if slot.is_some() {
-                return Err(LlmError::Decode(format!("embedding index {index} repeated")));
+                return Err(LlmError::Decode(format!(
+                    "embedding index {index} repeated"
+                )));
             }
             *slot = Some(floats(item.get("embedding"))?);
         }

@@ -95,13 +95,24 @@ mod tests {
     #[test]
     fn retryable_statuses() {
         for s in [429, 500, 502, 503, 504] {
-            assert!(LlmError::Http { status: s, message: String::new() }.is_retryable());
+            assert!(LlmError::Http {
+                status: s,
+                message: String::new()
+            }
+            .is_retryable());
         }
         for s in [400, 401, 403, 404, 422] {
-            assert!(!LlmError::Http { status: s, message: String::new() }.is_retryable());
+            assert!(!LlmError::Http {
+                status: s,
+                message: String::new()
+            }
+            .is_retryable());
         }
         assert!(LlmError::Transport("reset".into()).is_retryable());
-        assert!(!LlmError::Refused { reason: "SAFETY".into() }.is_retryable());
+        assert!(!LlmError::Refused {
+            reason: "SAFETY".into()
+        }
+        .is_retryable());
         assert!(!LlmError::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(!LlmError::Cancelled.is_retryable());
     }
@@ -109,9 +120,15 @@ mod tests {
     #[test]
     fn redact_removes_the_key() {
         let e = redact(
-            LlmError::Http { status: 400, message: "bad key AIzaSECRET".into() },
+            LlmError::Http {
+                status: 400,
+                message: "bad key AIzaSECRET".into(),
+            },
             "AIzaSECRET",
         );
-        assert_eq!(e.to_string(), "HTTP 400 from the model server: bad key <redacted>");
+        assert_eq!(
+            e.to_string(),
+            "HTTP 400 from the model server: bad key <redacted>"
+        );
     }
 }

@@ -84,7 +84,9 @@ impl GeminiClient {
         let model = model.into();
         let model = model.strip_prefix("models/").unwrap_or(&model).to_string();
         if model.is_empty() || model.contains(['/', '?', '#', ':']) {
-            return Err(LlmError::Config(format!("{model:?} is not a Gemini model id")));
+            return Err(LlmError::Config(format!(
+                "{model:?} is not a Gemini model id"
+            )));
         }
         Ok(GeminiClient {
             http: retry::http_client(&base_url)?,
@@ -120,7 +122,11 @@ impl GeminiClient {
     /// After a 400, the capabilities to retry with, if the error names one
     /// this request used and the model rejects.
     fn fallback(&self, caps: Caps, req: &GenerateRequest, err: &LlmError) -> Option<Caps> {
-        let LlmError::Http { status: 400, message } = err else {
+        let LlmError::Http {
+            status: 400,
+            message,
+        } = err
+        else {
             return None;
         };
         let m = message.to_ascii_lowercase();
@@ -134,8 +140,8 @@ impl GeminiClient {
         if caps.json_mode && req.json != JsonMode::None && m.contains("json mode is not enabled") {
             next.json_mode = false;
         }
-        let changed = next.system_instruction != caps.system_instruction
-            || next.json_mode != caps.json_mode;
+        let changed =
+            next.system_instruction != caps.system_instruction || next.json_mode != caps.json_mode;
         if changed {
             tracing::info!(model = %self.model, system_instruction = next.system_instruction,
                 json_mode = next.json_mode, "model rejected a feature; retrying without it");
@@ -256,14 +262,20 @@ impl GeminiClient {
         let mut parser = SseParser::default();
         let mut last = Chunk::default();
         'read: loop {
-            let bytes = ctx.guard(resp.chunk()).await?.map_err(crate::error::transport)?;
+            let bytes = ctx
+                .guard(resp.chunk())
+                .await?
+                .map_err(crate::error::transport)?;
             let events = match bytes {
                 Some(ref b) => parser.feed(b)?,
                 None => parser.finish()?.into_iter().collect(),
             };
             for data in events {
                 let v: Value = serde_json::from_str(&data).map_err(|e| {
-                    LlmError::Decode(format!("stream event is not JSON ({e}): {}", retry::excerpt(data.as_bytes())))
+                    LlmError::Decode(format!(
+                        "stream event is not JSON ({e}): {}",
+                        retry::excerpt(data.as_bytes())
+                    ))
                 })?;
                 let chunk = parse_response(&v)?;
                 if let Some(reason) = refusal(&chunk) {
@@ -419,7 +431,11 @@ fn parse_response(v: &Value) -> Result<Chunk, LlmError> {
         .filter(|r| *r != "BLOCK_REASON_UNSPECIFIED" || first.is_none())
         .map(str::to_string);
     if let Some(u) = v.get("usageMetadata") {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+        let n = |k: &str| {
+            u.get(k)
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+        };
         chunk.usage = Usage {
             prompt_tokens: n("promptTokenCount"),
             output_tokens: n("candidatesTokenCount"),
@@ -481,8 +497,12 @@ mod tests {
 
     #[test]
     fn body_shapes_follow_capabilities() {
-        let c = GeminiClient::with_base_url(ApiKey::new("k"), "models/gemma-x", "http://127.0.0.1:1/v1beta")
-            .unwrap();
+        let c = GeminiClient::with_base_url(
+            ApiKey::new("k"),
+            "models/gemma-x",
+            "http://127.0.0.1:1/v1beta",
+        )
+        .unwrap();
         assert_eq!(c.model(), "gemma-x");
         let mut req = GenerateRequest::new("Q?");
         req.system = Some("Be brief.".into());
@@ -491,11 +511,20 @@ mod tests {
         req.top_k = Some(64);
         let full = c.body(&req, Caps::default());
         assert_eq!(full["systemInstruction"]["parts"][0]["text"], "Be brief.");
-        assert_eq!(full["generationConfig"]["responseMimeType"], "application/json");
+        assert_eq!(
+            full["generationConfig"]["responseMimeType"],
+            "application/json"
+        );
         assert_eq!(full["generationConfig"]["responseSchema"]["type"], "object");
         assert_eq!(full["generationConfig"]["topK"], 64);
         assert_eq!(full["contents"][0]["parts"][0]["text"], "Q?");
-        let bare = c.body(&req, Caps { system_instruction: false, json_mode: false });
+        let bare = c.body(
+            &req,
+            Caps {
+                system_instruction: false,
+                json_mode: false,
+            },
+        );
         assert!(bare.get("systemInstruction").is_none());
         assert!(bare["generationConfig"].get("responseMimeType").is_none());
         assert!(bare["generationConfig"].get("responseSchema").is_none());

@@ -37,8 +37,7 @@ mod types;
 
 pub use config::{
     ApiKey, LlmConfig, Provider, RetryPolicy, DEFAULT_GEMINI_BASE_URL,
-    DEFAULT_GEMINI_EMBEDDING_MODEL, DEFAULT_GEMINI_MODEL, DEFAULT_OPENAI_EMBEDDING_MODEL,
-    ENV_VARS,
+    DEFAULT_GEMINI_EMBEDDING_MODEL, DEFAULT_GEMINI_MODEL, DEFAULT_OPENAI_EMBEDDING_MODEL, ENV_VARS,
 };
 pub use deloop_core::repetition::{ClampConfig, ClampReport};
 pub use embed::{EmbeddingClient, DEFAULT_EMBED_TIMEOUT};
@@ -73,7 +72,10 @@ impl LlmClient {
                 Ok(Some(LlmClient::Gemini(client)))
             }
             Some(Provider::Openai) => {
-                let base = config.openai_base_url.as_deref().unwrap_or("https://api.openai.com/v1");
+                let base = config
+                    .openai_base_url
+                    .as_deref()
+                    .unwrap_or("https://api.openai.com/v1");
                 let model = config.model.as_deref().ok_or_else(|| {
                     LlmError::Config(
                         "the OpenAI-compatible provider needs a model: set DELOOP_MODEL".into(),

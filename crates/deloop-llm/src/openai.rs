@@ -104,7 +104,9 @@ impl OpenAiClient {
             JsonMode::Schema(_) => Format::Schema,
         };
         let map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&self.model).copied().map_or(wanted, |known| wanted.max(known))
+        map.get(&self.model)
+            .copied()
+            .map_or(wanted, |known| wanted.max(known))
     }
 
     /// After an error, the weaker format to retry with, if the server
@@ -117,9 +119,14 @@ impl OpenAiClient {
             return None;
         }
         let m = message.to_ascii_lowercase();
-        let about_format = ["response_format", "json_schema", "json_object", "response format"]
-            .iter()
-            .any(|k| m.contains(k));
+        let about_format = [
+            "response_format",
+            "json_schema",
+            "json_object",
+            "response format",
+        ]
+        .iter()
+        .any(|k| m.contains(k));
         let next = format.weaker().filter(|_| about_format)?;
         tracing::info!(model = %self.model, ?next, "server rejected response_format; falling back");
         let mut map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
@@ -239,7 +246,10 @@ impl OpenAiClient {
         let mut last = Completion::default();
         let mut done = false;
         'read: while !done {
-            let bytes = ctx.guard(resp.chunk()).await?.map_err(crate::error::transport)?;
+            let bytes = ctx
+                .guard(resp.chunk())
+                .await?
+                .map_err(crate::error::transport)?;
             let events = match bytes {
                 Some(ref b) => parser.feed(b)?,
                 None => {
@@ -260,7 +270,9 @@ impl OpenAiClient {
                 })?;
                 let c = parse_completion(&v, true)?;
                 if let Some(reason) = &c.refusal {
-                    return Err(LlmError::Refused { reason: reason.clone() });
+                    return Err(LlmError::Refused {
+                        reason: reason.clone(),
+                    });
                 }
                 if text.push(&c.text, &mut on_delta) {
                     break 'read;
@@ -351,7 +363,11 @@ fn parse_completion(v: &Value, chunk: bool) -> Result<Completion, LlmError> {
     };
     let mut c = Completion::default();
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+        let n = |k: &str| {
+            u.get(k)
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+        };
         c.usage = Usage {
             prompt_tokens: n("prompt_tokens"),
             output_tokens: n("completion_tokens"),
@@ -407,7 +423,10 @@ mod tests {
         req.max_output_tokens = Some(10);
         let b = c.body(&req, Format::Schema, false);
         assert_eq!(b["response_format"]["type"], "json_schema");
-        assert_eq!(b["response_format"]["json_schema"]["schema"]["type"], "object");
+        assert_eq!(
+            b["response_format"]["json_schema"]["schema"]["type"],
+            "object"
+        );
         assert_eq!(b["messages"][0]["role"], "system");
         assert_eq!(b["max_tokens"], 10);
         assert!(b.get("stream").is_none());
@@ -416,20 +435,35 @@ mod tests {
         assert_eq!(b["stream"], true);
         let b = c.body(&req, Format::Plain, false);
         assert!(b.get("response_format").is_none());
-        assert!(b["messages"][1]["content"].as_str().unwrap().contains("JSON Schema"));
+        assert!(b["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON Schema"));
         let plain = GenerateRequest::new("Q");
-        assert!(c.body(&plain, c.format(&plain), false).get("response_format").is_none());
+        assert!(c
+            .body(&plain, c.format(&plain), false)
+            .get("response_format")
+            .is_none());
     }
 
     #[test]
     fn fallback_only_for_format_errors() {
         let c = client();
-        let e = |s: u16, m: &str| LlmError::Http { status: s, message: m.into() };
+        let e = |s: u16, m: &str| LlmError::Http {
+            status: s,
+            message: m.into(),
+        };
         assert_eq!(c.fallback(Format::Schema, &e(401, "response_format")), None);
-        assert_eq!(c.fallback(Format::Schema, &e(400, "max_tokens too big")), None);
+        assert_eq!(
+            c.fallback(Format::Schema, &e(400, "max_tokens too big")),
+            None
+        );
         assert_eq!(c.fallback(Format::Plain, &e(400, "response_format")), None);
         assert_eq!(
-            c.fallback(Format::Schema, &e(400, "Unknown response_format type json_schema")),
+            c.fallback(
+                Format::Schema,
+                &e(400, "Unknown response_format type json_schema")
+            ),
             Some(Format::Object)
         );
         // Remembered: a schema request now starts at json_object.
@@ -443,12 +477,18 @@ mod tests {
         let v = json!({"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],
             "usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}});
         let c = parse_completion(&v, false).unwrap();
-        assert_eq!((c.text.as_str(), c.finish.as_deref()), ("hi", Some("length")));
+        assert_eq!(
+            (c.text.as_str(), c.finish.as_deref()),
+            ("hi", Some("length"))
+        );
         assert_eq!(c.usage.output_tokens, Some(2));
         let v = json!({"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't"}}]});
         assert!(parse_completion(&v, false).unwrap().refusal.is_some());
         let v = json!({"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]});
-        assert_eq!(parse_completion(&v, true).unwrap().refusal.as_deref(), Some("content_filter"));
+        assert_eq!(
+            parse_completion(&v, true).unwrap().refusal.as_deref(),
+            Some("content_filter")
+        );
         assert!(parse_completion(&json!({"choices":[]}), true).is_ok());
         assert!(parse_completion(&json!({"choices":[]}), false).is_err());
         assert!(parse_completion(&json!({"x":1}), false).is_err());

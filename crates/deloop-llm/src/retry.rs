@@ -46,7 +46,11 @@ pub(crate) fn http_client(base_url: &str) -> Result<reqwest::Client, LlmError> {
 
 /// Joins an API root and a path with exactly one slash.
 pub(crate) fn join(base: &str, path: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
 }
 
 /// One call's deadline and cancellation token.
@@ -182,7 +186,10 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Respon
 /// Sends a request and reads the whole successful body as JSON.
 pub(crate) async fn send_json(req: reqwest::RequestBuilder) -> Result<serde_json::Value, Failure> {
     let resp = send(req).await?;
-    let body = resp.bytes().await.map_err(|e| Failure::from(transport(e)))?;
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| Failure::from(transport(e)))?;
     serde_json::from_slice(&body).map_err(|e| {
         Failure::from(LlmError::Decode(format!(
             "reply is not JSON ({e}): {}",
@@ -274,9 +281,15 @@ mod tests {
 
     #[test]
     fn proto_durations() {
-        assert_eq!(parse_proto_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_proto_duration("1.5s"),
+            Some(Duration::from_millis(1500))
+        );
         assert_eq!(parse_proto_duration("58s"), Some(Duration::from_secs(58)));
-        assert_eq!(parse_proto_duration("0.000001s"), Some(Duration::from_micros(1)));
+        assert_eq!(
+            parse_proto_duration("0.000001s"),
+            Some(Duration::from_micros(1))
+        );
         assert_eq!(parse_proto_duration("12"), None);
         assert_eq!(parse_proto_duration("-1s"), None);
         assert_eq!(parse_proto_duration("NaNs"), None);
@@ -286,13 +299,17 @@ mod tests {
     #[test]
     fn retry_after_values() {
         assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after(" 0.25 "), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse_retry_after(" 0.25 "),
+            Some(Duration::from_millis(250))
+        );
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }
 
     #[test]
     fn google_error_body_with_retry_info() {
-        let body = br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED",
+        let body =
+            br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED",
           "details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},
                      {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}"#;
         let (msg, hint) = parse_error_body(body);
@@ -302,17 +319,26 @@ mod tests {
 
     #[test]
     fn other_error_bodies() {
-        assert_eq!(parse_error_body(br#"{"error":"model 'x' not found"}"#).0, "model 'x' not found");
+        assert_eq!(
+            parse_error_body(br#"{"error":"model 'x' not found"}"#).0,
+            "model 'x' not found"
+        );
         assert_eq!(
             parse_error_body(br#"{"error":{"message":"bad","type":"invalid_request_error"}}"#).0,
             "bad"
         );
         assert_eq!(parse_error_body(br#"{"detail":"nope"}"#).0, "nope");
         assert_eq!(
-            parse_error_body(br#"[{"error":{"code":400,"message":"m","status":"INVALID_ARGUMENT"}}]"#).0,
+            parse_error_body(
+                br#"[{"error":{"code":400,"message":"m","status":"INVALID_ARGUMENT"}}]"#
+            )
+            .0,
             "INVALID_ARGUMENT: m"
         );
-        assert_eq!(parse_error_body(b"<html>oops</html>").0, "<html>oops</html>");
+        assert_eq!(
+            parse_error_body(b"<html>oops</html>").0,
+            "<html>oops</html>"
+        );
         assert_eq!(parse_error_body(b"").0, "(empty body)");
         assert_eq!(parse_error_body(b"[]").0, "[]");
         let long = vec![b'x'; 5000];
@@ -337,8 +363,14 @@ mod tests {
             let d9 = backoff(&p, 9, None).as_millis();
             assert!((500..=1000).contains(&d9), "{d9}");
         }
-        assert_eq!(backoff(&p, 1, Some(Duration::from_millis(1500))), Duration::from_millis(1500));
-        assert_eq!(backoff(&p, 1, Some(Duration::from_secs(60))), Duration::from_secs(2));
+        assert_eq!(
+            backoff(&p, 1, Some(Duration::from_millis(1500))),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            backoff(&p, 1, Some(Duration::from_secs(60))),
+            Duration::from_secs(2)
+        );
         // Huge retry numbers do not overflow.
         assert!(backoff(&p, u32::MAX, None) <= Duration::from_millis(1000));
     }

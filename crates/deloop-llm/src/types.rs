@@ -128,7 +128,11 @@ pub(crate) fn json_instruction(mode: &JsonMode) -> Option<String> {
 
 /// The prompt with the system instruction folded in and/or the JSON
 /// instruction appended, for servers that reject either feature.
-pub(crate) fn fold_prompt(req: &GenerateRequest, fold_system: bool, json_in_prompt: bool) -> String {
+pub(crate) fn fold_prompt(
+    req: &GenerateRequest,
+    fold_system: bool,
+    json_in_prompt: bool,
+) -> String {
     let mut out = String::new();
     if fold_system {
         if let Some(system) = req.system.as_deref().filter(|s| !s.trim().is_empty()) {

@@ -53,7 +53,11 @@ fn json_request() -> GenerateRequest {
 fn assert_key_only_in_header(fake: &Fake) {
     for s in fake.seen() {
         assert_eq!(s.headers.get("x-goog-api-key").unwrap(), KEY);
-        assert!(s.query.as_deref().map_or(true, |q| !q.contains("key=")), "{:?}", s.query);
+        assert!(
+            s.query.as_deref().is_none_or(|q| !q.contains("key=")),
+            "{:?}",
+            s.query
+        );
         assert!(!s.path.contains(KEY));
         assert!(s.headers.get("authorization").is_none());
     }
@@ -61,8 +65,15 @@ fn assert_key_only_in_header(fake: &Fake) {
 
 #[tokio::test]
 async fn valid_json_answer_and_request_shape() {
-    let fake = Fake::start(vec![Reply::Json(200, answer(r#"{"answer":"Hola"}"#, "STOP"))]).await;
-    let g = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let fake = Fake::start(vec![Reply::Json(
+        200,
+        answer(r#"{"answer":"Hola"}"#, "STOP"),
+    )])
+    .await;
+    let g = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.text, r#"{"answer":"Hola"}"#);
     assert_eq!(g.finish, FinishReason::Stop);
     assert!(!g.truncated);
@@ -72,11 +83,20 @@ async fn valid_json_answer_and_request_shape() {
     assert_eq!(g.usage.output_tokens, Some(7));
     let seen = fake.seen();
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].path, format!("/v1beta/models/{MODEL}:generateContent"));
+    assert_eq!(
+        seen[0].path,
+        format!("/v1beta/models/{MODEL}:generateContent")
+    );
     let b = &seen[0].body;
-    assert_eq!(b["systemInstruction"]["parts"][0]["text"], "Responde en JSON con la clave answer.");
+    assert_eq!(
+        b["systemInstruction"]["parts"][0]["text"],
+        "Responde en JSON con la clave answer."
+    );
     assert_eq!(b["contents"][0]["role"], "user");
-    assert_eq!(b["contents"][0]["parts"][0]["text"], "¿Qué es la auditoría suprema?");
+    assert_eq!(
+        b["contents"][0]["parts"][0]["text"],
+        "¿Qué es la auditoría suprema?"
+    );
     let gc = &b["generationConfig"];
     assert_eq!(gc["responseMimeType"], "application/json");
     assert_eq!(gc["responseSchema"]["required"][0], "answer");
@@ -110,14 +130,24 @@ async fn thought_parts_are_not_part_of_the_answer() {
         {"text": "\"ok\"}"}
     ]}, "finishReason": "STOP"}]});
     let fake = Fake::start(vec![Reply::Json(200, reply)]).await;
-    let g = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.text, r#"{"answer":"ok"}"#);
 }
 
 #[tokio::test]
 async fn max_tokens_returns_the_truncated_text() {
-    let fake = Fake::start(vec![Reply::Json(200, answer(r#"{"answer":"la revisión fi"#, "MAX_TOKENS"))]).await;
-    let g = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let fake = Fake::start(vec![Reply::Json(
+        200,
+        answer(r#"{"answer":"la revisión fi"#, "MAX_TOKENS"),
+    )])
+    .await;
+    let g = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.finish, FinishReason::MaxTokens);
     assert!(g.truncated);
     assert_eq!(g.text, r#"{"answer":"la revisión fi"#);
@@ -128,8 +158,15 @@ async fn max_tokens_returns_the_truncated_text() {
 async fn rate_limit_with_retry_info_is_retried() {
     let body = json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED",
         "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.02s"}]}});
-    let fake = Fake::start(vec![Reply::Json(429, body), Reply::Json(200, answer("{}", "STOP"))]).await;
-    let g = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let fake = Fake::start(vec![
+        Reply::Json(429, body),
+        Reply::Json(200, answer("{}", "STOP")),
+    ])
+    .await;
+    let g = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.attempts, 2);
     assert_eq!(fake.hits(), 2);
     assert_key_only_in_header(&fake);
@@ -142,12 +179,22 @@ async fn retry_delay_longer_than_the_deadline_is_honoured_not_shortened() {
     // it means giving up with the 429 after one attempt.
     let body = json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED",
         "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "30s"}]}});
-    let fake = Fake::start(vec![Reply::Json(429, body), Reply::Json(200, answer("{}", "STOP"))]).await;
+    let fake = Fake::start(vec![
+        Reply::Json(429, body),
+        Reply::Json(200, answer("{}", "STOP")),
+    ])
+    .await;
     let mut req = json_request();
     req.timeout = Duration::from_secs(3);
-    let err = client(&fake).generate(&req, &CancellationToken::new()).await.unwrap_err();
+    let err = client(&fake)
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
     match err {
-        LlmError::Http { status: 429, message } => assert!(message.contains("Quota exceeded"), "{message}"),
+        LlmError::Http {
+            status: 429,
+            message,
+        } => assert!(message.contains("Quota exceeded"), "{message}"),
         other => panic!("expected HTTP 429, got {other:?}"),
     }
     assert_eq!(fake.hits(), 1);
@@ -156,8 +203,18 @@ async fn retry_delay_longer_than_the_deadline_is_honoured_not_shortened() {
 #[tokio::test]
 async fn retry_after_header_is_honoured() {
     let fake = Fake::start(vec![
-        Reply::JsonHeader(503, error(503, "UNAVAILABLE", "overloaded"), "retry-after", "30".into()),
-        Reply::JsonHeader(503, error(503, "UNAVAILABLE", "overloaded"), "retry-after", "0".into()),
+        Reply::JsonHeader(
+            503,
+            error(503, "UNAVAILABLE", "overloaded"),
+            "retry-after",
+            "30".into(),
+        ),
+        Reply::JsonHeader(
+            503,
+            error(503, "UNAVAILABLE", "overloaded"),
+            "retry-after",
+            "0".into(),
+        ),
         Reply::Json(200, answer("{}", "STOP")),
     ])
     .await;
@@ -165,7 +222,10 @@ async fn retry_after_header_is_honoured() {
     let mut req = json_request();
     req.timeout = Duration::from_secs(3);
     // Retry-After: 30 does not fit in 3 s: one attempt.
-    let err = c.generate(&req, &CancellationToken::new()).await.unwrap_err();
+    let err = c
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Http { status: 503, .. }), "{err:?}");
     assert_eq!(fake.hits(), 1);
     // Retry-After: 0 then success: two attempts.
@@ -177,12 +237,18 @@ async fn retry_after_header_is_honoured() {
 #[tokio::test]
 async fn server_error_then_success() {
     let fake = Fake::start(vec![
-        Reply::Json(500, error(500, "INTERNAL", "An internal error has occurred.")),
+        Reply::Json(
+            500,
+            error(500, "INTERNAL", "An internal error has occurred."),
+        ),
         Reply::Text(504, "gateway timeout".into()),
         Reply::Json(200, answer("{}", "STOP")),
     ])
     .await;
-    let g = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.attempts, 3);
     assert_eq!(fake.hits(), 3);
 }
@@ -192,7 +258,10 @@ async fn retries_stop_at_max_attempts() {
     let e = || Reply::Json(503, error(503, "UNAVAILABLE", "The model is overloaded."));
     let fake = Fake::start(vec![e(), e(), e(), e(), e()]).await;
     let c = client(&fake).retry_policy(fast_retry(3));
-    let err = c.generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let err = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     match err {
         LlmError::Http { status, message } => {
             assert_eq!(status, 503);
@@ -205,14 +274,25 @@ async fn retries_stop_at_max_attempts() {
 
 #[tokio::test]
 async fn auth_and_not_found_errors_are_not_retried() {
-    for (code, status) in [(400, "INVALID_ARGUMENT"), (401, "UNAUTHENTICATED"), (403, "PERMISSION_DENIED"), (404, "NOT_FOUND")] {
+    for (code, status) in [
+        (400, "INVALID_ARGUMENT"),
+        (401, "UNAUTHENTICATED"),
+        (403, "PERMISSION_DENIED"),
+        (404, "NOT_FOUND"),
+    ] {
         let fake = Fake::start(vec![
             Reply::Json(code, error(code, status, "nope")),
             Reply::Json(200, answer("{}", "STOP")),
         ])
         .await;
-        let err = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
-        assert!(matches!(err, LlmError::Http { status, .. } if status == code), "{err:?}");
+        let err = client(&fake)
+            .generate(&json_request(), &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LlmError::Http { status, .. } if status == code),
+            "{err:?}"
+        );
         assert_eq!(fake.hits(), 1, "HTTP {code} must not be retried");
     }
 }
@@ -220,7 +300,14 @@ async fn auth_and_not_found_errors_are_not_retried() {
 #[tokio::test]
 async fn gemma_json_mode_fallback_is_remembered() {
     let fake = Fake::start(vec![
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "Json mode is not enabled for models/gemma-4-26b-a4b-it")),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "Json mode is not enabled for models/gemma-4-26b-a4b-it",
+            ),
+        ),
         Reply::Json(200, answer(r#"{"answer":"uno"}"#, "STOP")),
         Reply::Json(200, answer(r#"{"answer":"dos"}"#, "STOP")),
     ])
@@ -231,26 +318,50 @@ async fn gemma_json_mode_fallback_is_remembered() {
     assert_eq!(g.text, r#"{"answer":"uno"}"#);
     assert_eq!(g.attempts, 2);
     let seen = fake.seen();
-    assert_eq!(seen[0].body["generationConfig"]["responseMimeType"], "application/json");
+    assert_eq!(
+        seen[0].body["generationConfig"]["responseMimeType"],
+        "application/json"
+    );
     let retry = &seen[1].body;
     assert!(retry["generationConfig"].get("responseMimeType").is_none());
     assert!(retry["generationConfig"].get("responseSchema").is_none());
-    assert_eq!(retry["generationConfig"]["topK"], 64, "other settings are kept");
+    assert_eq!(
+        retry["generationConfig"]["topK"], 64,
+        "other settings are kept"
+    );
     let prompt = retry["contents"][0]["parts"][0]["text"].as_str().unwrap();
-    assert!(prompt.starts_with("¿Qué es la auditoría suprema?"), "{prompt}");
-    assert!(prompt.contains("JSON") && prompt.contains("\"required\""), "{prompt}");
-    assert!(retry.get("systemInstruction").is_some(), "system instruction still supported");
+    assert!(
+        prompt.starts_with("¿Qué es la auditoría suprema?"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("JSON") && prompt.contains("\"required\""),
+        "{prompt}"
+    );
+    assert!(
+        retry.get("systemInstruction").is_some(),
+        "system instruction still supported"
+    );
     // Second call goes straight to the fallback.
     let g2 = c.generate(&req, &CancellationToken::new()).await.unwrap();
     assert_eq!(g2.attempts, 1);
     assert_eq!(fake.hits(), 3);
-    assert!(fake.seen()[2].body["generationConfig"].get("responseMimeType").is_none());
+    assert!(fake.seen()[2].body["generationConfig"]
+        .get("responseMimeType")
+        .is_none());
 }
 
 #[tokio::test]
 async fn gemma_developer_instruction_fallback_is_remembered() {
     let fake = Fake::start(vec![
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "Developer instruction is not enabled for models/gemma-4-26b-a4b-it")),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "Developer instruction is not enabled for models/gemma-4-26b-a4b-it",
+            ),
+        ),
         Reply::Json(200, answer("{}", "STOP")),
         Reply::Json(200, answer("{}", "STOP")),
     ])
@@ -262,8 +373,14 @@ async fn gemma_developer_instruction_fallback_is_remembered() {
     let retry = &fake.seen()[1].body;
     assert!(retry.get("systemInstruction").is_none());
     let prompt = retry["contents"][0]["parts"][0]["text"].as_str().unwrap();
-    assert!(prompt.starts_with("Responde en JSON con la clave answer.\n\n¿Qué es"), "{prompt}");
-    assert_eq!(retry["generationConfig"]["responseMimeType"], "application/json", "JSON mode kept");
+    assert!(
+        prompt.starts_with("Responde en JSON con la clave answer.\n\n¿Qué es"),
+        "{prompt}"
+    );
+    assert_eq!(
+        retry["generationConfig"]["responseMimeType"], "application/json",
+        "JSON mode kept"
+    );
     let g2 = c.generate(&req, &CancellationToken::new()).await.unwrap();
     assert_eq!(g2.attempts, 1);
     assert!(fake.seen()[2].body.get("systemInstruction").is_none());
@@ -272,20 +389,47 @@ async fn gemma_developer_instruction_fallback_is_remembered() {
 #[tokio::test]
 async fn both_gemma_fallbacks_in_a_row() {
     let fake = Fake::start(vec![
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "Developer instruction is not enabled for models/gemma-x")),
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "JSON mode is not enabled for models/gemma-x")),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "Developer instruction is not enabled for models/gemma-x",
+            ),
+        ),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "JSON mode is not enabled for models/gemma-x",
+            ),
+        ),
         Reply::Json(200, answer("{}", "STOP")),
         // A repeated capability error is not retried a second time.
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "JSON mode is not enabled for models/gemma-x")),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "JSON mode is not enabled for models/gemma-x",
+            ),
+        ),
     ])
     .await;
     let c = client(&fake);
-    let g = c.generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.attempts, 3);
     let last = &fake.seen()[2].body;
     assert!(last.get("systemInstruction").is_none());
     assert!(last["generationConfig"].get("responseMimeType").is_none());
-    let err = c.generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let err = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Http { status: 400, .. }));
     assert_eq!(fake.hits(), 4);
 }
@@ -299,7 +443,10 @@ async fn a_reply_slower_than_the_timeout_is_a_timeout() {
     .await;
     let mut req = json_request();
     req.timeout = Duration::from_millis(300);
-    let err = client(&fake).generate(&req, &CancellationToken::new()).await.unwrap_err();
+    let err = client(&fake)
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Timeout(_)), "{err:?}");
     assert_eq!(fake.hits(), 1);
 }
@@ -317,7 +464,10 @@ async fn cancellation_stops_the_call() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         trigger.cancel();
     });
-    let err = client(&fake).generate(&json_request(), &cancel).await.unwrap_err();
+    let err = client(&fake)
+        .generate(&json_request(), &cancel)
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Cancelled), "{err:?}");
 }
 
@@ -325,8 +475,15 @@ async fn cancellation_stops_the_call() {
 async fn safety_finish_is_an_honest_refusal_without_retry() {
     let blocked = json!({"candidates": [{"finishReason": "SAFETY", "index": 0,
         "safetyRatings": [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": true}]}]});
-    let fake = Fake::start(vec![Reply::Json(200, blocked), Reply::Json(200, answer("{}", "STOP"))]).await;
-    let err = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let fake = Fake::start(vec![
+        Reply::Json(200, blocked),
+        Reply::Json(200, answer("{}", "STOP")),
+    ])
+    .await;
+    let err = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     match &err {
         LlmError::Refused { reason } => assert_eq!(reason, "SAFETY"),
         other => panic!("{other:?}"),
@@ -339,23 +496,50 @@ async fn safety_finish_is_an_honest_refusal_without_retry() {
 async fn prompt_block_reason_is_a_refusal_without_retry() {
     let blocked = json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT", "safetyRatings": []},
         "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9}});
-    let fake = Fake::start(vec![Reply::Json(200, blocked), Reply::Json(200, answer("{}", "STOP"))]).await;
-    let err = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
-    assert!(matches!(&err, LlmError::Refused { reason } if reason == "PROHIBITED_CONTENT"), "{err:?}");
+    let fake = Fake::start(vec![
+        Reply::Json(200, blocked),
+        Reply::Json(200, answer("{}", "STOP")),
+    ])
+    .await;
+    let err = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Refused { reason } if reason == "PROHIBITED_CONTENT"),
+        "{err:?}"
+    );
     assert_eq!(fake.hits(), 1);
 }
 
 #[tokio::test]
 async fn recitation_is_a_refusal() {
     let fake = Fake::start(vec![Reply::Json(200, answer("partial", "RECITATION"))]).await;
-    let err = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
-    assert!(matches!(&err, LlmError::Refused { reason } if reason == "RECITATION"), "{err:?}");
+    let err = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Refused { reason } if reason == "RECITATION"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
 async fn the_key_never_appears_in_errors() {
-    let fake = Fake::start(vec![Reply::Json(400, error(400, "INVALID_ARGUMENT", &format!("API key not valid: {KEY}")))]).await;
-    let err = client(&fake).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let fake = Fake::start(vec![Reply::Json(
+        400,
+        error(
+            400,
+            "INVALID_ARGUMENT",
+            &format!("API key not valid: {KEY}"),
+        ),
+    )])
+    .await;
+    let err = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains(KEY), "{shown}");
     assert!(shown.contains("<redacted>"));
@@ -369,10 +553,17 @@ async fn connection_refused_is_a_transport_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let c = GeminiClient::with_base_url(ApiKey::new(KEY), MODEL, format!("http://127.0.0.1:{port}/v1beta"))
-        .unwrap()
-        .retry_policy(fast_retry(2));
-    let err = c.generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let c = GeminiClient::with_base_url(
+        ApiKey::new(KEY),
+        MODEL,
+        format!("http://127.0.0.1:{port}/v1beta"),
+    )
+    .unwrap()
+    .retry_policy(fast_retry(2));
+    let err = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Transport(_)), "{err:?}");
     assert!(!err.to_string().contains(KEY));
 }
@@ -399,9 +590,12 @@ async fn stream_assembles_sse_chunks_and_skips_thoughts() {
     .await;
     let mut deltas = Vec::new();
     let g = client(&fake)
-        .generate_stream(&json_request(), &CancellationToken::new(), Some(ClampConfig::default()), |d| {
-            deltas.push(d.to_string())
-        })
+        .generate_stream(
+            &json_request(),
+            &CancellationToken::new(),
+            Some(ClampConfig::default()),
+            |d| deltas.push(d.to_string()),
+        )
         .await
         .unwrap();
     assert_eq!(g.text, "{\"answer\": \"Hola, mundo\"}");
@@ -411,7 +605,10 @@ async fn stream_assembles_sse_chunks_and_skips_thoughts() {
     assert_eq!(g.saved_chars, 0);
     assert_eq!(g.usage.output_tokens, Some(6));
     let seen = fake.seen();
-    assert_eq!(seen[0].path, format!("/v1beta/models/{MODEL}:streamGenerateContent"));
+    assert_eq!(
+        seen[0].path,
+        format!("/v1beta/models/{MODEL}:streamGenerateContent")
+    );
     assert_eq!(seen[0].query.as_deref(), Some("alt=sse"));
     assert_key_only_in_header(&fake);
 }
@@ -419,19 +616,37 @@ async fn stream_assembles_sse_chunks_and_skips_thoughts() {
 #[tokio::test]
 async fn stream_max_tokens_and_safety() {
     let fake = Fake::start(vec![
-        Reply::Sse(vec![chunk("{\"answer\": \"trunc", false, Some("MAX_TOKENS"))]),
-        Reply::Sse(vec![chunk("Some text", false, None), chunk("", false, Some("SAFETY"))]),
-        Reply::Sse(vec![json!({"promptFeedback": {"blockReason": "SAFETY"}}).to_string()]),
+        Reply::Sse(vec![chunk(
+            "{\"answer\": \"trunc",
+            false,
+            Some("MAX_TOKENS"),
+        )]),
+        Reply::Sse(vec![
+            chunk("Some text", false, None),
+            chunk("", false, Some("SAFETY")),
+        ]),
+        Reply::Sse(vec![
+            json!({"promptFeedback": {"blockReason": "SAFETY"}}).to_string()
+        ]),
     ])
     .await;
     let c = client(&fake);
     let cancel = CancellationToken::new();
-    let g = c.generate_stream(&json_request(), &cancel, None, |_| {}).await.unwrap();
+    let g = c
+        .generate_stream(&json_request(), &cancel, None, |_| {})
+        .await
+        .unwrap();
     assert!(g.truncated);
     assert_eq!(g.finish, FinishReason::MaxTokens);
     for _ in 0..2 {
-        let err = c.generate_stream(&json_request(), &cancel, None, |_| {}).await.unwrap_err();
-        assert!(matches!(&err, LlmError::Refused { reason } if reason == "SAFETY"), "{err:?}");
+        let err = c
+            .generate_stream(&json_request(), &cancel, None, |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, LlmError::Refused { reason } if reason == "SAFETY"),
+            "{err:?}"
+        );
     }
     assert_eq!(fake.hits(), 3);
 }
@@ -439,7 +654,14 @@ async fn stream_max_tokens_and_safety() {
 #[tokio::test]
 async fn stream_falls_back_for_gemma_too() {
     let fake = Fake::start(vec![
-        Reply::Json(400, error(400, "INVALID_ARGUMENT", "JSON mode is not enabled for models/gemma-4-26b-a4b-it")),
+        Reply::Json(
+            400,
+            error(
+                400,
+                "INVALID_ARGUMENT",
+                "JSON mode is not enabled for models/gemma-4-26b-a4b-it",
+            ),
+        ),
         Reply::Sse(vec![chunk("{\"answer\":\"ok\"}", false, Some("STOP"))]),
     ])
     .await;
@@ -455,7 +677,11 @@ async fn stream_falls_back_for_gemma_too() {
 async fn looping_stream_is_cut_and_the_request_dropped() {
     let max = 5000;
     let fake = Fake::start(vec![Reply::LoopSse {
-        prefix: vec![chunk("{\"answer\": \"La auditoría suprema es la revisión final del proyecto. ", false, None)],
+        prefix: vec![chunk(
+            "{\"answer\": \"La auditoría suprema es la revisión final del proyecto. ",
+            false,
+            None,
+        )],
         repeat: chunk("y la revisión vuelve a empezar otra vez ", false, None),
         max,
     }])
@@ -464,18 +690,30 @@ async fn looping_stream_is_cut_and_the_request_dropped() {
     req.timeout = Duration::from_secs(60);
     let mut streamed = String::new();
     let g = client(&fake)
-        .generate_stream(&req, &CancellationToken::new(), Some(ClampConfig::default()), |d| {
-            streamed.push_str(d)
-        })
+        .generate_stream(
+            &req,
+            &CancellationToken::new(),
+            Some(ClampConfig::default()),
+            |d| streamed.push_str(d),
+        )
         .await
         .unwrap();
     assert_eq!(g.finish, FinishReason::LoopCut);
     assert!(g.truncated);
     let report = g.loop_cut.as_ref().expect("the loop guard fired");
     assert!(g.saved_chars > 0, "{g:?}");
-    assert!(g.text.starts_with("{\"answer\": \"La auditoría suprema es la revisión final del proyecto."));
-    assert!(g.text.matches("vuelve a empezar").count() < 10, "{}", g.text);
-    assert!(streamed.len() <= g.text.len(), "nothing past the cut was forwarded");
+    assert!(g
+        .text
+        .starts_with("{\"answer\": \"La auditoría suprema es la revisión final del proyecto."));
+    assert!(
+        g.text.matches("vuelve a empezar").count() < 10,
+        "{}",
+        g.text
+    );
+    assert!(
+        streamed.len() <= g.text.len(),
+        "nothing past the cut was forwarded"
+    );
     assert!(report.keep_bytes <= g.text.len() + g.saved_chars * 4);
     let probe = fake.probe();
     assert!(
@@ -483,7 +721,10 @@ async fn looping_stream_is_cut_and_the_request_dropped() {
         "the server never saw the client go away"
     );
     let sent = probe.sent.load(Ordering::SeqCst);
-    assert!(sent < max, "the server sent all {sent} events: the request was not cancelled");
+    assert!(
+        sent < max,
+        "the server sent all {sent} events: the request was not cancelled"
+    );
     assert!(!probe.completed.load(Ordering::SeqCst));
 }
 

@@ -15,9 +15,13 @@ use serde_json::{json, Value};
 const KEY: &str = "sk-test-FAKEKEY123";
 
 fn client(fake: &Fake, key: Option<&str>) -> OpenAiClient {
-    OpenAiClient::new(format!("{}/v1", fake.url), key.map(ApiKey::new), "llama3.1:8b")
-        .unwrap()
-        .retry_policy(fast_retry(4))
+    OpenAiClient::new(
+        format!("{}/v1", fake.url),
+        key.map(ApiKey::new),
+        "llama3.1:8b",
+    )
+    .unwrap()
+    .retry_policy(fast_retry(4))
 }
 
 fn completion(content: &str, finish: &str) -> Value {
@@ -41,7 +45,8 @@ fn oai_error(message: &str) -> Value {
 fn json_request() -> GenerateRequest {
     let mut req = GenerateRequest::new("What is the supreme audit?");
     req.system = Some("Answer as JSON with key answer.".into());
-    req.json = JsonMode::Schema(json!({"type": "object", "properties": {"answer": {"type": "string"}}}));
+    req.json =
+        JsonMode::Schema(json!({"type": "object", "properties": {"answer": {"type": "string"}}}));
     req.temperature = Some(0.3);
     req.top_p = Some(0.9);
     req.max_output_tokens = Some(256);
@@ -51,30 +56,52 @@ fn json_request() -> GenerateRequest {
 
 #[tokio::test]
 async fn valid_json_answer_request_shape_and_bearer_key() {
-    let fake = Fake::start(vec![Reply::Json(200, completion(r#"{"answer":"hi"}"#, "stop"))]).await;
-    let g = client(&fake, Some(KEY)).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let fake = Fake::start(vec![Reply::Json(
+        200,
+        completion(r#"{"answer":"hi"}"#, "stop"),
+    )])
+    .await;
+    let g = client(&fake, Some(KEY))
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.text, r#"{"answer":"hi"}"#);
     assert_eq!(g.finish, FinishReason::Stop);
     assert_eq!(g.usage.prompt_tokens, Some(10));
     let s = &fake.seen()[0];
     assert_eq!(s.path, "/v1/chat/completions");
-    assert_eq!(s.headers.get("authorization").unwrap(), &format!("Bearer {KEY}"));
+    assert_eq!(
+        s.headers.get("authorization").unwrap(),
+        &format!("Bearer {KEY}")
+    );
     assert!(s.query.is_none());
     let b = &s.body;
     assert_eq!(b["model"], "llama3.1:8b");
-    assert_eq!(b["messages"][0], json!({"role": "system", "content": "Answer as JSON with key answer."}));
-    assert_eq!(b["messages"][1], json!({"role": "user", "content": "What is the supreme audit?"}));
+    assert_eq!(
+        b["messages"][0],
+        json!({"role": "system", "content": "Answer as JSON with key answer."})
+    );
+    assert_eq!(
+        b["messages"][1],
+        json!({"role": "user", "content": "What is the supreme audit?"})
+    );
     assert_eq!(b["max_tokens"], 256);
     assert!((b["top_p"].as_f64().unwrap() - 0.9).abs() < 1e-6);
     assert_eq!(b["response_format"]["type"], "json_schema");
-    assert_eq!(b["response_format"]["json_schema"]["schema"]["type"], "object");
+    assert_eq!(
+        b["response_format"]["json_schema"]["schema"]["type"],
+        "object"
+    );
     assert!(b.get("stream").is_none());
 }
 
 #[tokio::test]
 async fn no_key_means_no_authorization_header() {
     let fake = Fake::start(vec![Reply::Json(200, completion("plain", "stop"))]).await;
-    let g = client(&fake, None).generate(&GenerateRequest::new("hi"), &CancellationToken::new()).await.unwrap();
+    let g = client(&fake, None)
+        .generate(&GenerateRequest::new("hi"), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.text, "plain");
     let s = &fake.seen()[0];
     assert!(s.headers.get("authorization").is_none());
@@ -91,17 +118,29 @@ async fn response_format_falls_back_schema_object_plain_and_is_remembered() {
     ])
     .await;
     let c = client(&fake, Some(KEY));
-    let g = c.generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.attempts, 3);
-    assert_eq!(g.text, BROKEN_INNER_QUOTE, "broken JSON is passed through for rescue");
+    assert_eq!(
+        g.text, BROKEN_INNER_QUOTE,
+        "broken JSON is passed through for rescue"
+    );
     let seen = fake.seen();
     assert_eq!(seen[0].body["response_format"]["type"], "json_schema");
     assert_eq!(seen[1].body["response_format"]["type"], "json_object");
     assert!(seen[2].body.get("response_format").is_none());
     let prompt = seen[2].body["messages"][1]["content"].as_str().unwrap();
-    assert!(prompt.starts_with("What is the supreme audit?") && prompt.contains("JSON Schema"), "{prompt}");
+    assert!(
+        prompt.starts_with("What is the supreme audit?") && prompt.contains("JSON Schema"),
+        "{prompt}"
+    );
     // Remembered per model: the next call goes straight to plain.
-    let g2 = c.generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g2 = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g2.attempts, 1);
     assert!(fake.seen()[3].body.get("response_format").is_none());
 }
@@ -113,8 +152,14 @@ async fn other_400s_do_not_fall_back_or_retry() {
         Reply::Json(200, completion("{}", "stop")),
     ])
     .await;
-    let err = client(&fake, None).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
-    assert!(matches!(&err, LlmError::Http { status: 400, message } if message == "max_tokens is too large"), "{err:?}");
+    let err = client(&fake, None)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Http { status: 400, message } if message == "max_tokens is too large"),
+        "{err:?}"
+    );
     assert_eq!(fake.hits(), 1);
 }
 
@@ -125,7 +170,10 @@ async fn unauthorized_is_not_retried_and_key_not_shown() {
         Reply::Json(200, completion("{}", "stop")),
     ])
     .await;
-    let err = client(&fake, Some(KEY)).generate(&json_request(), &CancellationToken::new()).await.unwrap_err();
+    let err = client(&fake, Some(KEY))
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Http { status: 401, .. }));
     assert!(!err.to_string().contains(KEY), "{err}");
     assert_eq!(fake.hits(), 1);
@@ -134,12 +182,20 @@ async fn unauthorized_is_not_retried_and_key_not_shown() {
 #[tokio::test]
 async fn rate_limit_with_retry_after_then_success() {
     let fake = Fake::start(vec![
-        Reply::JsonHeader(429, json!({"error": {"message": "Rate limit reached", "type": "requests"}}), "retry-after", "0.01".into()),
+        Reply::JsonHeader(
+            429,
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+            "retry-after",
+            "0.01".into(),
+        ),
         Reply::Json(500, json!({"error": "internal"})),
         Reply::Json(200, completion("{}", "stop")),
     ])
     .await;
-    let g = client(&fake, None).generate(&json_request(), &CancellationToken::new()).await.unwrap();
+    let g = client(&fake, None)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.attempts, 3);
     assert_eq!(fake.hits(), 3);
 }
@@ -158,18 +214,31 @@ async fn length_finish_is_truncated_and_content_filter_is_a_refusal() {
     assert!(g.truncated);
     assert_eq!(g.finish, FinishReason::MaxTokens);
     let e1 = c.generate(&json_request(), &cancel).await.unwrap_err();
-    assert!(matches!(&e1, LlmError::Refused { reason } if reason == "content_filter"), "{e1:?}");
+    assert!(
+        matches!(&e1, LlmError::Refused { reason } if reason == "content_filter"),
+        "{e1:?}"
+    );
     let e2 = c.generate(&json_request(), &cancel).await.unwrap_err();
-    assert!(matches!(&e2, LlmError::Refused { reason } if reason.contains("I can't help")), "{e2:?}");
+    assert!(
+        matches!(&e2, LlmError::Refused { reason } if reason.contains("I can't help")),
+        "{e2:?}"
+    );
     assert_eq!(fake.hits(), 3);
 }
 
 #[tokio::test]
 async fn slow_reply_times_out() {
-    let fake = Fake::start(vec![Reply::Slow(Duration::from_secs(30), Box::new(Reply::Json(200, completion("{}", "stop"))))]).await;
+    let fake = Fake::start(vec![Reply::Slow(
+        Duration::from_secs(30),
+        Box::new(Reply::Json(200, completion("{}", "stop"))),
+    )])
+    .await;
     let mut req = json_request();
     req.timeout = Duration::from_millis(300);
-    let err = client(&fake, None).generate(&req, &CancellationToken::new()).await.unwrap_err();
+    let err = client(&fake, None)
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
     assert!(matches!(err, LlmError::Timeout(_)), "{err:?}");
 }
 
@@ -189,7 +258,12 @@ async fn stream_ends_at_done_even_if_the_connection_stays_open() {
     req.timeout = Duration::from_secs(20);
     let mut deltas = Vec::new();
     let g = client(&fake, None)
-        .generate_stream(&req, &CancellationToken::new(), Some(ClampConfig::default()), |d| deltas.push(d.to_string()))
+        .generate_stream(
+            &req,
+            &CancellationToken::new(),
+            Some(ClampConfig::default()),
+            |d| deltas.push(d.to_string()),
+        )
         .await
         .unwrap();
     assert_eq!(g.text, "{\"answer\": \"hola\"}");
@@ -203,19 +277,29 @@ async fn stream_ends_at_done_even_if_the_connection_stays_open() {
 async fn looping_stream_is_cut_and_the_request_dropped() {
     let max = 5000;
     let fake = Fake::start(vec![Reply::LoopSse {
-        prefix: vec![delta("{\"answer\": \"The supreme audit is the final review of the project. ", None)],
+        prefix: vec![delta(
+            "{\"answer\": \"The supreme audit is the final review of the project. ",
+            None,
+        )],
         repeat: delta("and then the review starts again ", None),
         max,
     }])
     .await;
     let g = client(&fake, None)
-        .generate_stream(&json_request(), &CancellationToken::new(), Some(ClampConfig::default()), |_| {})
+        .generate_stream(
+            &json_request(),
+            &CancellationToken::new(),
+            Some(ClampConfig::default()),
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(g.finish, FinishReason::LoopCut);
     assert!(g.loop_cut.is_some());
     assert!(g.saved_chars > 0);
-    assert!(g.text.starts_with("{\"answer\": \"The supreme audit is the final review of the project."));
+    assert!(g
+        .text
+        .starts_with("{\"answer\": \"The supreme audit is the final review of the project."));
     let probe = fake.probe();
     assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst)).await);
     assert!(probe.sent.load(Ordering::SeqCst) < max);
@@ -233,7 +317,10 @@ async fn llm_client_from_env_map_talks_to_the_configured_server() {
     let client = LlmClient::from_config(&cfg).unwrap().unwrap();
     assert!(matches!(client, LlmClient::OpenAi(_)));
     assert_eq!(client.model(), "qwen2.5");
-    let g = client.generate(&GenerateRequest::new("ping"), &CancellationToken::new()).await.unwrap();
+    let g = client
+        .generate(&GenerateRequest::new("ping"), &CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(g.text, "pong");
     assert_eq!(fake.seen()[0].body["model"], "qwen2.5");
 }

@@ -161,7 +161,9 @@ impl Drop for DropFlag {
 
 async fn respond(reply: Reply, probe: Arc<StreamProbe>) -> Response {
     match reply {
-        Reply::Json(status, v) => (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response(),
+        Reply::Json(status, v) => {
+            (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response()
+        }
         Reply::JsonHeader(status, v, name, value) => {
             let mut r = (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response();
             r.headers_mut().insert(name, value.parse().unwrap());
@@ -204,7 +206,11 @@ async fn respond(reply: Reply, probe: Arc<StreamProbe>) -> Response {
                     if i > 0 {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
-                    let data = if i < prefix.len() { &prefix[i] } else { &repeat };
+                    let data = if i < prefix.len() {
+                        &prefix[i]
+                    } else {
+                        &repeat
+                    };
                     flag.0.sent.fetch_add(1, Ordering::SeqCst);
                     Some((Ok::<_, Infallible>(sse_event(data)), (i + 1, flag)))
                 }
