@@ -1,4 +1,80 @@
-//! Storage and retrieval for deloop's library oracle: SQLite index, FTS5/BM25, embedders, hybrid search.
+//! Storage and retrieval for deloop's library oracle: one SQLite file holding
+//! chunks of markdown/text documents (or a BEIR corpus), an FTS5/BM25 lexical
+//! index, optional embedding vectors, and a HyDE passage cache.
 //!
-//! Work in progress: see issue 5.
+//! ```
+//! use deloop_index::{Index, Retrieval, SearchRequest};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("guide.md"), "# Cuenta\n\nPara cambiar la contraseña abre Ajustes.\n").unwrap();
+//! let mut index = Index::open_in_memory().unwrap();
+//! let stats = index.index_paths(&[dir.path().to_path_buf()], None, &mut |_| {}).unwrap();
+//! assert_eq!(stats.chunks_written, 1);
+//!
+//! let request = SearchRequest { text: "contrasena".into(), k: 5, mode: Retrieval::Lexical, ..Default::default() };
+//! let outcome = index.search(&request).unwrap();
+//! assert_eq!(outcome.matches.len(), 1);
+//! assert_eq!(outcome.matches[0].start_line, 1);
+//! ```
 #![deny(missing_docs)]
+
+pub mod chunk;
+pub mod embed;
+mod ingest;
+mod search;
+mod store;
+
+pub use chunk::{Chunk, ChunkConfig};
+pub use embed::{cosine, find_minilm_dir, EmbedError, Embedder, MiniLm, MINILM_DIR_ENV};
+pub use ingest::{IndexStats, Progress};
+pub use search::{
+    fts_query, reciprocal_rank_fusion, ChunkMatch, Retrieval, SearchOutcome, SearchRequest,
+    DEFAULT_RRF_K,
+};
+pub use store::{EmbedderInfo, Index, IndexOptions, IndexSummary, Stemmer, SCHEMA_VERSION};
+
+/// Errors of the index.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No index file exists at the path.
+    #[error("no index at {path}: run `deloop index PATH...` first (or pass --db)")]
+    NoIndex {
+        /// The missing file.
+        path: String,
+    },
+    /// The SQLite file is not a deloop index, or of another schema version.
+    #[error("{0}")]
+    Schema(String),
+    /// The index holds vectors of another embedder (or none) than requested.
+    #[error(
+        "this index was built with embedder `{index}`, not `{requested}`: use the same \
+         embedder (--embedder), or rebuild the index with --reindex"
+    )]
+    EmbedderMismatch {
+        /// The embedder recorded in the index.
+        index: String,
+        /// The embedder that was asked for.
+        requested: String,
+    },
+    /// Input the user must fix: a missing path, a malformed corpus line.
+    #[error("{0}")]
+    BadInput(String),
+    /// An embedder failed while indexing.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SQLite failed.
+    #[error("index database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

