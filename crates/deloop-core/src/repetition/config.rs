@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Configuration of both repetition guards and their false-positive
 /// protections. Deserializes from TOML/JSON; missing keys take the defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClampConfig {
     /// The word-period guard (seed `clampRepetition`).
@@ -155,15 +155,6 @@ impl Default for HealthyConfig {
     }
 }
 
-impl Default for ClampConfig {
-    fn default() -> Self {
-        ClampConfig {
-            words: WordConfig::default(),
-            substring: SubstringConfig::default(),
-            healthy: HealthyConfig::default(),
-        }
-    }
-}
 
 impl ClampConfig {
     /// The seed's exact rules: periods 1–16, run `max(18, 3p)`, tokens

@@ -46,9 +46,18 @@ impl Engine {
     #[inline]
     pub(crate) fn push(&mut self, c: char, len: usize) {
         let pos = self.pos;
-        self.lines.push(c, pos);
-        if let Some(w) = &mut self.words {
-            w.push(c, pos, len, &self.lines);
+        // A token ends before the whitespace that follows it, so the word
+        // detector sees whitespace with the line state before it.
+        if c.is_whitespace() {
+            if let Some(w) = &mut self.words {
+                w.push(c, pos, len, &self.lines);
+            }
+            self.lines.push(c, pos);
+        } else {
+            self.lines.push(c, pos);
+            if let Some(w) = &mut self.words {
+                w.push(c, pos, len, &self.lines);
+            }
         }
         if let Some(s) = &mut self.substring {
             s.push(c, pos, len, &self.lines);
