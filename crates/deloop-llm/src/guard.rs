@@ -96,4 +96,58 @@ mod tests {
         assert_eq!(g.into_parts(), ("hello world".to_string(), None, 0));
         assert_eq!(seen, "hello world");
     }
+
+    #[test]
+    fn looping_deltas_are_cut_and_discarded_chars_counted() {
+        let text = format!(
+            "La auditoría suprema es la revisión final. {}",
+            "y la revisión vuelve a empezar otra vez ".repeat(40)
+        );
+        let chars: Vec<char> = text.chars().collect();
+        let mut g = GuardedText::new(Some(ClampConfig::default()));
+        let mut forwarded = String::new();
+        let mut received = String::new();
+        let mut stopped = false;
+        // Three characters per delta: deltas split words and accents' bytes
+        // never reach the watcher half-done.
+        for piece in chars.chunks(3) {
+            let delta: String = piece.iter().collect();
+            received.push_str(&delta);
+            if g.push(&delta, &mut |d: &str| forwarded.push_str(d)) {
+                stopped = true;
+                break;
+            }
+        }
+        assert!(stopped, "the guard never fired");
+        assert!(
+            received.len() < text.len(),
+            "the guard fired before the end"
+        );
+        g.finish();
+        let (answer, report, saved) = g.into_parts();
+        let report = report.unwrap();
+        let kept = &received[..report.keep_bytes];
+        assert!(answer.starts_with(kept));
+        assert_eq!(saved, received[report.keep_bytes..].chars().count());
+        assert!(saved > 0);
+        assert!(forwarded.starts_with(kept) || kept.starts_with(&forwarded));
+        // Nothing is forwarded after the guard fired.
+        assert!(!g_push_after_cut_forwards());
+    }
+
+    fn g_push_after_cut_forwards() -> bool {
+        let mut g = GuardedText::new(Some(ClampConfig::default()));
+        let looping = "ab".repeat(2000);
+        let mut fired = false;
+        for c in looping.as_bytes().chunks(7) {
+            if g.push(std::str::from_utf8(c).unwrap(), &mut |_: &str| {}) {
+                fired = true;
+                break;
+            }
+        }
+        assert!(fired);
+        let mut called = false;
+        assert!(g.push("more", &mut |_: &str| called = true));
+        called
+    }
 }

@@ -57,7 +57,13 @@ impl SseParser {
         if !self.line.is_empty() {
             self.end_line(&mut events)?;
         }
-        Ok(events.pop().or_else(|| self.data.take()))
+        Ok(events.pop().or_else(|| self.take_data()))
+    }
+
+    fn take_data(&mut self) -> Option<String> {
+        let mut d = self.data.take()?;
+        d.pop();
+        Some(d)
     }
 
     fn push(&mut self, bytes: &[u8]) -> Result<(), LlmError> {
@@ -73,7 +79,7 @@ impl SseParser {
     fn end_line(&mut self, events: &mut Vec<String>) -> Result<(), LlmError> {
         let line = std::mem::take(&mut self.line);
         if line.is_empty() {
-            if let Some(d) = self.data.take() {
+            if let Some(d) = self.take_data() {
                 events.push(d);
             }
             return Ok(());
@@ -91,13 +97,11 @@ impl SseParser {
             None => (line.as_str(), ""),
         };
         if field == "data" {
+            // Each data line adds its value and a newline; the last newline
+            // is dropped when the event is dispatched.
             let d = self.data.get_or_insert_with(String::new);
-            if !d.is_empty() || !value.is_empty() {
-                if !d.is_empty() {
-                    d.push('\n');
-                }
-                d.push_str(value);
-            }
+            d.push_str(value);
+            d.push('\n');
             if d.len() > MAX_LINE {
                 return Err(LlmError::Decode(format!(
                     "server-sent event larger than {MAX_LINE} bytes"
@@ -155,6 +159,57 @@ mod tests {
     fn blank_lines_without_data_make_no_event() {
         assert!(parse_all(&[b"\n\n\r\n: c\n\n"]).is_empty());
         assert!(parse_all(&[b""]).is_empty());
+    }
+
+    #[test]
+    fn empty_data_lines_follow_the_spec() {
+        assert_eq!(parse_all(&[b"data:\ndata: x\n\n"]), vec!["\nx"]);
+        assert_eq!(parse_all(&[b"data:\n\n"]), vec![""]);
+        assert_eq!(parse_all(&[b"data\n\n"]), vec![""]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_chunking_gives_the_events_back(
+            events in proptest::collection::vec(
+                proptest::collection::vec("[^\r\n]{0,12}", 1..4), 0..6),
+            nl in 0usize..3,
+            cuts in proptest::collection::vec(0usize..400, 0..8),
+        ) {
+            let nl = ["\n", "\r\n", "\r"][nl];
+            let mut text = String::new();
+            for ev in &events {
+                for line in ev {
+                    text.push_str("data: ");
+                    text.push_str(line);
+                    text.push_str(nl);
+                }
+                text.push_str(nl);
+            }
+            let bytes = text.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for c in cuts {
+                chunks.push(&bytes[prev..c]);
+                prev = c;
+            }
+            chunks.push(&bytes[prev..]);
+            let want: Vec<String> = events.iter().map(|ev| ev.join("\n")).collect();
+            proptest::prop_assert_eq!(parse_all(&chunks), want);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..64), 0..8),
+        ) {
+            let mut p = SseParser::default();
+            for c in &chunks {
+                let _ = p.feed(c);
+            }
+            let _ = p.finish();
+        }
     }
 
     #[test]

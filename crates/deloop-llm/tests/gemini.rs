@@ -120,6 +120,13 @@ async fn seed_broken_json_replies_come_back_verbatim_for_rescue() {
     let b = c.generate(&json_request(), &cancel).await.unwrap();
     assert_eq!(b.text, BROKEN_TRAILING_GARBAGE);
     assert!(serde_json::from_str::<Value>(&a.text).is_err());
+    // End to end with deloop-core's rescue, as the oracle does.
+    let rescued = |t: &str| deloop_core::rescue::rescue(t, "answer").map(|r| r.value);
+    assert_eq!(
+        rescued(&a.text).unwrap(),
+        json!("**Auditoría Suprema** \"la revisión final\" y más texto")
+    );
+    assert_eq!(rescued(&b.text).unwrap(), json!("Respuesta válida"));
 }
 
 #[tokio::test]
@@ -151,6 +158,8 @@ async fn max_tokens_returns_the_truncated_text() {
     assert_eq!(g.finish, FinishReason::MaxTokens);
     assert!(g.truncated);
     assert_eq!(g.text, r#"{"answer":"la revisión fi"#);
+    let rescued = deloop_core::rescue::rescue(&g.text, "answer").unwrap();
+    assert_eq!(rescued.value, json!("la revisión fi"));
     assert_eq!(fake.hits(), 1);
 }
 
