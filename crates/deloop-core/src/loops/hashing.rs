@@ -8,7 +8,8 @@
 //! * numbers are compared by value: an integral number that fits in
 //!   ±2^53 is written as an integer whatever its spelling (`100`, `100.0`,
 //!   `1e2` are one value); other floats use Rust's shortest round-trip form;
-//! * strings are written JSON-escaped, so field boundaries stay unambiguous;
+//! * strings are length-prefixed in the hashed stream (JSON-escaped in the
+//!   textual form), so field boundaries stay unambiguous;
 //! * wrapped external content (`<<<EXTERNAL_UNTRUSTED_CONTENT id="…">>>` with
 //!   a 16-hex nonce and the matching end marker) has its nonce replaced by
 //!   zeros when the value is an *outcome* (see [`Canon::Outcome`]).
@@ -99,6 +100,13 @@ pub fn canonical_string(value: &Value, canon: Canon) -> String {
 /// A byte sink: a SHA-256 with a small buffer, or a string.
 pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// Writes a string so that the encoding stays injective. The default is
+    /// a JSON string literal; the hashing sink uses a length prefix instead
+    /// (no per-byte escaping work).
+    fn put_str(&mut self, s: &str) {
+        write_json_literal(self, s)
+    }
 }
 
 /// Buffered SHA-256 sink: small writes are coalesced so the compression
@@ -127,6 +135,12 @@ impl HashWriter {
 }
 
 impl Sink for HashWriter {
+    fn put_str(&mut self, s: &str) {
+        self.put(b"\"");
+        self.put(&(s.len() as u64).to_le_bytes());
+        self.put(s.as_bytes());
+    }
+
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         if bytes.len() >= BUF {
@@ -254,10 +268,13 @@ fn write_str<S: Sink>(w: &mut S, s: &str, canon: Canon) {
     }
 }
 
-/// Writes `s` as a JSON string literal. Long runs without characters that
-/// need escaping are written in one piece (this is what makes hashing large
-/// outputs fast).
+/// Writes a string value (see [`Sink::put_str`]).
 pub(crate) fn write_json_string<S: Sink>(w: &mut S, s: &str) {
+    w.put_str(s)
+}
+
+/// Writes `s` as a JSON string literal.
+fn write_json_literal<S: Sink + ?Sized>(w: &mut S, s: &str) {
     w.put(b"\"");
     let bytes = s.as_bytes();
     let mut start = 0;

@@ -17,6 +17,8 @@
 //! Users add volatile keys and regex normalisers per tool (see
 //! [`crate::loops::config`]); they apply before any of the above.
 
+use std::cell::OnceCell;
+
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -161,17 +163,11 @@ pub(crate) struct OutcomeInfo {
     pub unknown_tool: Option<String>,
 }
 
-/// Compiled normalisation rules (built once per guard).
-#[derive(Debug)]
+/// Compiled normalisation rules (compiled lazily, once per guard).
+#[derive(Debug, Default)]
 pub(crate) struct OutcomeHasher {
-    failure_patterns: Vec<Regex>,
-    unknown_tool: [Regex; 2],
-}
-
-impl Default for OutcomeHasher {
-    fn default() -> Self {
-        Self::new()
-    }
+    failure_patterns: OnceCell<Vec<Regex>>,
+    unknown_tool: OnceCell<[Regex; 2]>,
 }
 
 fn re(p: &str) -> Regex {
@@ -181,27 +177,25 @@ fn re(p: &str) -> Regex {
 
 impl OutcomeHasher {
     pub(crate) fn new() -> Self {
-        OutcomeHasher {
-            failure_patterns: vec![
-                re(
-                    r"(?i)\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:z|[+-]\d{2}:\d{2})?",
-                ),
-                re(r"\d{1,2}:\d{2}:\d{2}(?:\.\d{1,6})?"),
-                re(r"(?i)\b(?:attempt|retry)\b[\s#:=]*\d+"),
-                re(r"(?i)\b\d+(?:\.\d+)?\s?(?:ns|us|ms|seconds?|minutes?|hours?|s)\b"),
-                re(r"(?i)\b(?:pid|ppid)\b[\s#:=]*\d+"),
-            ],
-            unknown_tool: [
-                re(r#"(?i)unknown tool[:\s]+["']?([a-z0-9_.-]+)["']?"#),
-                re(r#"(?i)tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)"#),
-            ],
-        }
+        Self::default()
+    }
+
+    fn failure_patterns(&self) -> &[Regex] {
+        self.failure_patterns.get_or_init(|| {
+            vec![
+                re(r"(?i-u)\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:z|[+-]\d{2}:\d{2})?"),
+                re(r"(?-u)\d{1,2}:\d{2}:\d{2}(?:\.\d{1,6})?"),
+                re(r"(?i-u)\b(?:attempt|retry)\b[\s#:=]*\d+"),
+                re(r"(?i-u)\b\d+(?:\.\d+)?\s?(?:ns|us|ms|seconds?|minutes?|hours?|s)\b"),
+                re(r"(?i-u)\b(?:pid|ppid)\b[\s#:=]*\d+"),
+            ]
+        })
     }
 
     /// Replaces volatile spans of a failure message by `#`.
     pub(crate) fn failure_shape(&self, text: &str) -> String {
         let mut s = text.to_string();
-        for p in &self.failure_patterns {
+        for p in self.failure_patterns() {
             if p.is_match(&s) {
                 s = p.replace_all(&s, "#").into_owned();
             }
@@ -215,7 +209,22 @@ impl OutcomeHasher {
         if raw.is_empty() {
             return None;
         }
-        for p in &self.unknown_tool {
+        let lower_has = |needle: &str| {
+            raw.as_bytes()
+                .windows(needle.len())
+                .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+        };
+        // Cheap pre-filter: both patterns need the word "tool".
+        if !lower_has("tool") {
+            return None;
+        }
+        let patterns = self.unknown_tool.get_or_init(|| {
+            [
+                re(r#"(?i)unknown tool[:\s]+["']?([a-z0-9_.-]+)["']?"#),
+                re(r#"(?i)tool\s+["']?([a-z0-9_.-]+)["']?\s+(?:not found|is not available)"#),
+            ]
+        });
+        for p in patterns {
             if let Some(c) = p.captures(raw) {
                 let name = c.get(1)?.as_str().trim();
                 if !name.is_empty() {

@@ -1,0 +1,86 @@
+//! Real agent runs (`shared/data/trajectories`, 317 runs): how often each
+//! profile reaches critical on resolved runs (false positives) and how many
+//! of the 57 runs labelled `plausible_loop` it catches.
+
+mod loops_support;
+
+use deloop_core::loops::replay::Replay;
+use deloop_core::loops::{Guard, LoopConfig, Profile};
+use loops_support::{parse_events, shared_dir};
+use serde_json::Value;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Numbers {
+    resolved: usize,
+    resolved_critical: usize,
+    loops: usize,
+    loops_caught: usize,
+    runs_critical: usize,
+}
+
+fn evaluate(profile: Profile) -> Numbers {
+    let root = shared_dir().join("data/trajectories");
+    let index = std::fs::read_to_string(root.join("index.jsonl")).expect("index.jsonl");
+    let mut n = Numbers::default();
+    let mut runs = 0;
+    for line in index.lines().filter(|l| !l.trim().is_empty()) {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let file = row["file"].as_str().unwrap();
+        let text =
+            std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut r = Replay::new(Guard::new(profile, LoopConfig::default()));
+        for ev in parse_events(&text) {
+            r.push(ev).unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+        let critical = r.verdicts().iter().any(|c| c.verdict.is_critical());
+        runs += 1;
+        let resolved = row["outcome"] == "resolved";
+        let looped = row["plausible_loop"] == true;
+        n.resolved += resolved as usize;
+        n.loops += looped as usize;
+        n.resolved_critical += (resolved && critical) as usize;
+        n.loops_caught += (looped && critical) as usize;
+        n.runs_critical += critical as usize;
+    }
+    assert_eq!(runs, 317, "the trajectory set has 317 runs");
+    n
+}
+
+#[test]
+fn trajectories_all_profiles() {
+    let mut all = Vec::new();
+    for p in Profile::ALL {
+        let n = evaluate(p);
+        println!(
+            "{p:>8}: critical on {}/{} resolved runs, caught {}/{} plausible loops, {} of 317 runs with a critical",
+            n.resolved_critical, n.resolved, n.loops_caught, n.loops, n.runs_critical
+        );
+        all.push((p, n));
+    }
+    let get = |p: Profile| all.iter().find(|(q, _)| *q == p).unwrap().1;
+    let d = get(Profile::Default);
+    assert_eq!((d.resolved, d.loops), (122, 57));
+    assert_eq!(
+        d.resolved_critical, 0,
+        "default must never block a resolved run"
+    );
+    assert!(
+        d.loops_caught >= 15,
+        "default must catch at least 15 of 57 plausible loops, caught {}",
+        d.loops_caught
+    );
+    let o = get(Profile::OpenClaw);
+    assert_eq!(
+        o.resolved_critical, 0,
+        "OpenClaw's detector blocks no resolved run"
+    );
+    assert_eq!(
+        o.loops_caught, 5,
+        "OpenClaw's detector catches 5 of the 57 plausible loops"
+    );
+    let s = get(Profile::Strict);
+    assert!(
+        s.loops_caught >= d.loops_caught,
+        "strict catches at least what default catches"
+    );
+}
