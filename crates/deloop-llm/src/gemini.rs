@@ -281,6 +281,12 @@ impl GeminiClient {
                 if let Some(reason) = refusal(&chunk) {
                     return Err(LlmError::Refused { reason });
                 }
+                if text.len() > retry::MAX_BODY {
+                    return Err(LlmError::Decode(format!(
+                        "streamed answer longer than {} bytes",
+                        retry::MAX_BODY
+                    )));
+                }
                 if text.push(&chunk.text, &mut on_delta) {
                     break 'read;
                 }

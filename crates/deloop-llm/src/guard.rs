@@ -76,6 +76,11 @@ impl GuardedText {
         }
     }
 
+    /// Bytes of answer text accumulated so far.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
     /// True once the guard has fired.
     pub fn is_cut(&self) -> bool {
         self.cut.is_some()

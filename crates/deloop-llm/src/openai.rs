@@ -274,6 +274,12 @@ impl OpenAiClient {
                         reason: reason.clone(),
                     });
                 }
+                if text.len() > retry::MAX_BODY {
+                    return Err(LlmError::Decode(format!(
+                        "streamed answer longer than {} bytes",
+                        retry::MAX_BODY
+                    )));
+                }
                 if text.push(&c.text, &mut on_delta) {
                     break 'read;
                 }

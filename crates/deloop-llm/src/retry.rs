@@ -159,6 +159,26 @@ where
     }
 }
 
+/// Largest successful reply body read (64 MiB).
+pub(crate) const MAX_BODY: usize = 64 << 20;
+/// Largest error body read (64 KiB).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Reads a body, failing with `Decode` beyond `limit` bytes so a hostile or
+/// broken server cannot exhaust memory.
+async fn read_limited(mut resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, LlmError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(LlmError::Decode(format!(
+                "reply body larger than {limit} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// Sends a request; a non-2xx status becomes a [`Failure`] with the server's
 /// message and retry hint.
 pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Response, Failure> {
@@ -172,7 +192,9 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Respon
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_retry_after);
-    let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+    let body = read_limited(resp, MAX_ERROR_BODY)
+        .await
+        .unwrap_or_else(|e| e.to_string().into_bytes());
     let (message, body_hint) = parse_error_body(&body);
     Err(Failure {
         error: LlmError::Http {
@@ -186,10 +208,7 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Respon
 /// Sends a request and reads the whole successful body as JSON.
 pub(crate) async fn send_json(req: reqwest::RequestBuilder) -> Result<serde_json::Value, Failure> {
     let resp = send(req).await?;
-    let body = resp
-        .bytes()
-        .await
-        .map_err(|e| Failure::from(transport(e)))?;
+    let body = read_limited(resp, MAX_BODY).await?;
     serde_json::from_slice(&body).map_err(|e| {
         Failure::from(LlmError::Decode(format!(
             "reply is not JSON ({e}): {}",

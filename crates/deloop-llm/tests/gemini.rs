@@ -776,3 +776,38 @@ async fn cancelling_mid_stream_drops_the_request() {
     assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst)).await);
     assert!(probe.sent.load(Ordering::SeqCst) < max);
 }
+
+#[tokio::test]
+async fn dropped_connections_are_retried_then_reported() {
+    // A server that accepts every connection and closes it at once.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                break;
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(sock);
+        }
+    });
+    let c = GeminiClient::with_base_url(
+        ApiKey::new(KEY),
+        MODEL,
+        format!("http://127.0.0.1:{port}/v1beta"),
+    )
+    .unwrap()
+    .retry_policy(fast_retry(3));
+    let err = c
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Transport(_)), "{err:?}");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        3,
+        "one connection per attempt"
+    );
+}
