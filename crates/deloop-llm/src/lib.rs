@@ -88,6 +88,14 @@ impl LlmClient {
         }
     }
 
+    /// Which API family this client speaks.
+    pub fn provider(&self) -> Provider {
+        match self {
+            LlmClient::Gemini(_) => Provider::Gemini,
+            LlmClient::OpenAi(_) => Provider::Openai,
+        }
+    }
+
     /// The model id requests go to.
     pub fn model(&self) -> &str {
         match self {

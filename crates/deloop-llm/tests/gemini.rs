@@ -811,3 +811,45 @@ async fn dropped_connections_are_retried_then_reported() {
         "one connection per attempt"
     );
 }
+
+#[tokio::test]
+async fn an_error_event_mid_stream_is_reported() {
+    let fake = Fake::start(vec![Reply::Sse(vec![
+        chunk("{\"answer\": \"part", false, None),
+        error(503, "UNAVAILABLE", "The model is overloaded.").to_string(),
+    ])])
+    .await;
+    let mut got = String::new();
+    let err = client(&fake)
+        .generate_stream(&json_request(), &CancellationToken::new(), None, |d| {
+            got.push_str(d)
+        })
+        .await
+        .unwrap_err();
+    match err {
+        LlmError::Http { status, message } => {
+            assert_eq!(status, 503);
+            assert!(message.contains("overloaded"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(got, "{\"answer\": \"part");
+    assert_eq!(
+        fake.hits(),
+        1,
+        "a stream that already produced output is not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_non_json_stream_event_is_a_decode_error() {
+    let fake = Fake::start(vec![Reply::Sse(vec!["<html>proxy error</html>".into()])]).await;
+    let err = client(&fake)
+        .generate_stream(&json_request(), &CancellationToken::new(), None, |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Decode(m) if m.contains("proxy error")),
+        "{err:?}"
+    );
+}
