@@ -853,3 +853,21 @@ async fn a_non_json_stream_event_is_a_decode_error() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_non_json_success_body_is_a_decode_error_without_retry() {
+    let fake = Fake::start(vec![
+        Reply::Text(200, "<html>captive portal</html>".into()),
+        Reply::Json(200, answer("{}", "STOP")),
+    ])
+    .await;
+    let err = client(&fake)
+        .generate(&json_request(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Decode(m) if m.contains("captive portal")),
+        "{err:?}"
+    );
+    assert_eq!(fake.hits(), 1);
+}
