@@ -1,11 +1,134 @@
-//! Criterion benchmarks for the `rescue` guard.
-use criterion::{criterion_group, criterion_main, Criterion};
+//! Criterion benchmarks for the `rescue` guard: throughput on 1 MB of
+//! broken LLM-style JSON (inner quotes and raw newlines in every record,
+//! truncated at the end), on 1 MB of valid JSON (with serde_json as the
+//! baseline), and on adversarial inner-quote input.
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use deloop_core::rescue::{repair, rescue};
+use std::hint::black_box;
 
-fn placeholder(c: &mut Criterion) {
-    c.bench_function("rescue/placeholder", |b| {
-        b.iter(|| std::hint::black_box(1 + 1))
-    });
+const TARGET: usize = 1 << 20;
+
+/// Records of an array, each with unescaped inner quotes and raw newlines
+/// in its text, alternating English and Spanish; cut mid-record at the end.
+fn broken_llm_json() -> String {
+    let mut s = String::from("```json\n{\"answer\": [\n");
+    let mut i = 0;
+    while s.len() < TARGET {
+        if i % 2 == 0 {
+            s.push_str(&format!(
+                "{{\"id\": {i}, \"title\": \"Record {i}\", \"answer\": \"**Final review** \"the last pass\" of record {i}, see \"notes\": ok.\nSecond line with a tab\there and more text to make it long enough.\", \"score\": 0.{i}, \"tags\": [\"a\", \"b\",],}},\n"
+            ));
+        } else {
+            s.push_str(&format!(
+                "{{\"id\": {i}, \"title\": \"Registro {i}\", \"answer\": \"**Auditoría Suprema** \"la revisión final\" y más texto del registro {i}.\nSegunda línea: acentos ñ, emoji 😀 y \"comillas\", sin escapar.\", \"score\": 0.{i}, \"tags\": [\"x\", \"y\"]}},\n"
+            ));
+        }
+        i += 1;
+    }
+    // Truncated in the middle of the last record's text.
+    s.push_str("{\"id\": 0, \"answer\": \"cut at the tok");
+    s
 }
 
-criterion_group!(benches, placeholder);
-criterion_main!(benches);
+fn valid_json() -> String {
+    let mut items = Vec::new();
+    let mut len = 0;
+    let mut i = 0;
+    while len < TARGET {
+        let v = serde_json::json!({
+            "id": i,
+            "answer": format!("**Auditoría** \"la revisión\" {i}\nline two\twith tab"),
+            "score": i as f64 / 7.0,
+            "tags": ["a", "b", null, true],
+        });
+        len += v.to_string().len() + 1;
+        items.push(v);
+        i += 1;
+    }
+    serde_json::to_string(&serde_json::json!({ "answer": items })).unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let broken = broken_llm_json();
+    let valid = valid_json();
+    assert!(serde_json::from_str::<serde_json::Value>(&broken).is_err());
+
+    let mut g = c.benchmark_group("rescue");
+    g.sample_size(20);
+    g.throughput(Throughput::Bytes(broken.len() as u64));
+    g.bench_function("repair_broken_llm_1mb", |b| {
+        b.iter(|| repair(black_box(&broken)).unwrap())
+    });
+    g.bench_function("rescue_key_broken_llm_1mb", |b| {
+        b.iter(|| rescue(black_box(&broken), "answer").unwrap())
+    });
+    g.throughput(Throughput::Bytes(valid.len() as u64));
+    g.bench_function("repair_valid_1mb", |b| {
+        b.iter(|| repair(black_box(&valid)).unwrap())
+    });
+    g.bench_function("serde_json_valid_1mb_baseline", |b| {
+        b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&valid)).unwrap())
+    });
+    // Adversarial: one huge string full of inner quotes, commas, colons and
+    // braces (the input that makes naive look-ahead quadratic).
+    let adversarial = format!(
+        "{{\"answer\": \"{}",
+        "a \"b\", \"c\": {\"d\"} e \"} x ".repeat(TARGET / 28)
+    );
+    g.throughput(Throughput::Bytes(adversarial.len() as u64));
+    g.bench_function("rescue_adversarial_inner_quotes_1mb", |b| {
+        b.iter(|| rescue(black_box(&adversarial), "answer").unwrap())
+    });
+    g.finish();
+}
+
+/// On-CPU time of this thread in nanoseconds (Linux `schedstat`), so the
+/// figure stays meaningful when the machine is shared.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Prints MB/s per on-CPU second for each workload (wall-clock figures
+/// from criterion are inflated by other processes on a shared machine).
+fn cpu_throughput() {
+    let broken = broken_llm_json();
+    let valid = valid_json();
+    let runs: [(&str, &str, &dyn Fn(&str)); 4] = [
+        ("repair_broken_llm_1mb", &broken, &|s| {
+            black_box(repair(s).unwrap());
+        }),
+        ("rescue_key_broken_llm_1mb", &broken, &|s| {
+            black_box(rescue(s, "answer").unwrap());
+        }),
+        ("repair_valid_1mb", &valid, &|s| {
+            black_box(repair(s).unwrap());
+        }),
+        ("serde_json_valid_1mb_baseline", &valid, &|s| {
+            black_box(serde_json::from_str::<serde_json::Value>(s).unwrap());
+        }),
+    ];
+    for (name, input, f) in runs {
+        let Some(t0) = cpu_ns() else {
+            return;
+        };
+        let n = 20;
+        for _ in 0..n {
+            f(black_box(input));
+        }
+        let Some(t1) = cpu_ns() else {
+            return;
+        };
+        let secs = (t1 - t0) as f64 / 1e9;
+        let mb = (input.len() * n) as f64 / 1e6;
+        println!("cpu-time throughput {name}: {:.0} MB/s", mb / secs);
+    }
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    cpu_throughput();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -8,10 +8,11 @@
 //! listed in `deliberate_differences.rs` with the value deloop gives
 //! instead and the reason.
 
-mod common;
+#[path = "rescue_support/mod.rs"]
+mod support;
 
-use common::{corpus, same_value, Case};
 use deloop_core::rescue::repair;
+use support::{corpus, same_value, Case};
 
 #[path = "rescue_differences.rs"]
 mod differences;
@@ -34,8 +35,9 @@ fn check(cases: &[Case], name: &str) -> (usize, usize, Vec<String>) {
                 documented += 1;
             } else {
                 failures.push(format!(
-                    "{name} {} (documented difference): input {:?}: got {:?}, documented {:?}",
+                    "{name} {} (documented difference: {}): input {:?}: got {:?}, documented {:?}",
                     c.id,
+                    d.reason,
                     c.input,
                     got.map(|v| v.to_string()),
                     d.ours
@@ -46,12 +48,25 @@ fn check(cases: &[Case], name: &str) -> (usize, usize, Vec<String>) {
         let ok = match (&got, &c.expected) {
             (None, None) => true,
             (Some(g), Some(e)) => same_value(g, e),
-            (Some(g), None) => c.empty_ok && (g.is_null() || g == "" ),
+            (Some(g), None) => c.empty_ok && (g.is_null() || g == ""),
             (None, Some(_)) => false,
         };
         if ok {
             pass += 1;
         } else {
+            if let Some(path) = std::env::var_os("DELOOP_DUMP_DIFFS") {
+                use std::io::Write;
+                let line = serde_json::json!({
+                    "corpus": name, "id": c.id, "input": c.input,
+                    "ours": got.as_ref().map(|v| v.to_string()),
+                });
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap();
+                writeln!(f, "{line}").unwrap();
+            }
             failures.push(format!(
                 "{name} {}: input {:?}: got {:?}, expected {:?}",
                 c.id,
@@ -69,15 +84,78 @@ fn jsonrepair_corpus() {
     let cases = corpus("jsonrepair");
     assert_eq!(cases.len(), 428, "jsonrepair corpus should hold 428 pairs");
     let (pass, documented, failures) = check(&cases, "jsonrepair");
-    println!("jsonrepair: {pass} same value, {documented} documented differences, {} failures", failures.len());
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    println!(
+        "jsonrepair: {pass} same value, {documented} documented differences, {} failures",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn json_repair_py_corpus() {
     let cases = corpus("json-repair-py");
-    assert_eq!(cases.len(), 164, "json-repair-py corpus should hold 164 pairs");
+    assert_eq!(
+        cases.len(),
+        164,
+        "json-repair-py corpus should hold 164 pairs"
+    );
     let (pass, documented, failures) = check(&cases, "json-repair-py");
-    println!("json-repair-py: {pass} same value, {documented} documented differences, {} failures", failures.len());
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    println!(
+        "json-repair-py: {pass} same value, {documented} documented differences, {} failures",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_documented_difference_names_a_real_case_once() {
+    let jr = corpus("jsonrepair");
+    let py = corpus("json-repair-py");
+    let table = differences::table();
+    let mut seen = std::collections::HashSet::new();
+    for d in &table {
+        assert!(
+            seen.insert((d.corpus, d.id)),
+            "{} {} listed twice",
+            d.corpus,
+            d.id
+        );
+        assert!(
+            d.reason.len() > 20,
+            "{} {}: give a real reason",
+            d.corpus,
+            d.id
+        );
+        let cases = match d.corpus {
+            "jsonrepair" => &jr,
+            "json-repair-py" => &py,
+            other => panic!("unknown corpus {other}"),
+        };
+        let case = cases.iter().find(|c| c.id == d.id);
+        let case = case.unwrap_or_else(|| panic!("{} {}: no such case", d.corpus, d.id));
+        // A documented difference must really differ from the suite.
+        let ours: Option<serde_json::Value> = d.ours.map(|t| serde_json::from_str(t).unwrap());
+        let differs = match (&ours, &case.expected) {
+            (Some(o), Some(e)) => !same_value(o, e),
+            (None, None) => false,
+            (Some(o), None) => !(case.empty_ok && (o.is_null() || o == "")),
+            (None, Some(_)) => true,
+        };
+        assert!(
+            differs,
+            "{} {} is listed but matches the suite",
+            d.corpus, d.id
+        );
+    }
+    println!("{} documented differences", table.len());
 }

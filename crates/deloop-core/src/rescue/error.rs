@@ -24,7 +24,9 @@ pub enum RescueError {
         actual: usize,
     },
     /// Brackets are nested deeper than [`RescueOptions::max_depth`](super::RescueOptions).
-    #[error("JSON nested deeper than the limit of {limit} levels; raise max_depth if this is intended")]
+    #[error(
+        "JSON nested deeper than the limit of {limit} levels; raise max_depth if this is intended"
+    )]
     TooDeep {
         /// The configured depth limit.
         limit: usize,

@@ -118,7 +118,16 @@ pub(crate) struct Parser<'a> {
 struct FindState {
     best: Option<(usize, u32)>,
     found: Option<Value>,
+    /// The best match is this key of the root object.
+    at_root: Option<String>,
     next_id: u32,
+}
+
+impl FindState {
+    fn finish(&mut self, at_root: &mut Option<String>) -> Option<Value> {
+        *at_root = self.at_root.take();
+        self.found.take()
+    }
 }
 
 impl<'a> Parser<'a> {
@@ -263,10 +272,13 @@ impl<'a> Parser<'a> {
             return match self.peek_string_end(m, c) {
                 Some(e) => {
                     let (n, _) = self.peek_ws(e);
-                    n < self.end && self.b[n] == b':'
+                    // At the end of the input the colon may still come.
+                    n >= self.end || self.b[n] == b':'
                 }
                 // A key cut by the end of the input.
-                None => memchr2(b'\n', b' ', &self.b[m..self.end]).is_none(),
+                None => self.b[m + 1..self.end]
+                    .iter()
+                    .all(|&c| is_ident(c) || c == b'-' || c == b' '),
             };
         }
         if is_ident(c) {
@@ -391,9 +403,7 @@ impl<'a> Parser<'a> {
                             Verdict::Inner
                         }
                     }
-                    _ if nl && in_obj && is_ident(c) && self.key_follows(k, true) => {
-                        Verdict::Close
-                    }
+                    _ if nl && in_obj && is_ident(c) && self.key_follows(k, true) => Verdict::Close,
                     b':' if !in_obj => Verdict::Close,
                     _ if ws && !in_obj && self.element_follows(k, q) => Verdict::Close,
                     _ if !ws && is_ident(c) => self.close_before_comma(j, q, in_obj, start),
@@ -712,8 +722,22 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses one value starting at `start` (a value start). Never
-    /// recurses; fails only on the depth limit.
+    /// recurses; fails only on the depth limit. When the wanted key is a
+    /// key of the root object, its value is moved out of the root.
     pub(crate) fn parse_at(&mut self, start: usize) -> Result<Parsed, RescueError> {
+        let mut at_root = None;
+        let mut parsed = self.parse_inner(start, &mut at_root)?;
+        if let Some(k) = at_root {
+            parsed.found = parsed.value.as_object_mut().and_then(|m| m.remove(&k));
+        }
+        Ok(parsed)
+    }
+
+    fn parse_inner(
+        &mut self,
+        start: usize,
+        at_root: &mut Option<String>,
+    ) -> Result<Parsed, RescueError> {
         let mut stack: Vec<Frame> = Vec::new();
         let mut kinds: Vec<Kind> = Vec::new();
         let mut st = St::Value;
@@ -722,6 +746,7 @@ impl<'a> Parser<'a> {
         let mut find = FindState {
             best: None,
             found: None,
+            at_root: None,
             next_id: 0,
         };
         loop {
@@ -741,7 +766,7 @@ impl<'a> Parser<'a> {
                     value,
                     end: pos,
                     complete: false,
-                    found: find.found,
+                    found: find.finish(at_root),
                 });
             }
             let c = self.b[pos];
@@ -772,7 +797,11 @@ impl<'a> Parser<'a> {
                             });
                             find.next_id = find.next_id.wrapping_add(1);
                             kinds.push(kind);
-                            st = if kind == Kind::Obj { St::Key } else { St::Value };
+                            st = if kind == Kind::Obj {
+                                St::Key
+                            } else {
+                                St::Value
+                            };
                             after_comma = false;
                             pos += 1;
                             None
@@ -797,7 +826,7 @@ impl<'a> Parser<'a> {
                             if let Some(root) =
                                 self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
                             {
-                                return Ok(self.done(root, pos, find));
+                                return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                             st = St::After;
                             None
@@ -865,7 +894,7 @@ impl<'a> Parser<'a> {
                                 value: root,
                                 end: pos,
                                 complete: true,
-                                found: find.found,
+                                found: find.finish(at_root),
                             });
                         }
                         st = St::After;
@@ -880,7 +909,7 @@ impl<'a> Parser<'a> {
                         pos += 1;
                         after_comma = false;
                         if let Some(root) = attach(&mut stack, v, &mut find) {
-                            return Ok(self.done(root, pos, find));
+                            return Ok(self.done(root, pos, find.finish(at_root)));
                         }
                         st = St::After;
                     }
@@ -888,7 +917,7 @@ impl<'a> Parser<'a> {
                         if let Some(root) =
                             self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
                         {
-                            return Ok(self.done(root, pos, find));
+                            return Ok(self.done(root, pos, find.finish(at_root)));
                         }
                         st = St::After;
                     }
@@ -910,7 +939,7 @@ impl<'a> Parser<'a> {
                                 value,
                                 end: pos,
                                 complete: false,
-                                found: find.found,
+                                found: find.finish(at_root),
                             });
                         }
                     }
@@ -1012,13 +1041,13 @@ impl<'a> Parser<'a> {
                             let v = close_top(&mut stack, &mut kinds, &mut find);
                             pos += 1;
                             if let Some(root) = attach(&mut stack, v, &mut find) {
-                                return Ok(self.done(root, pos, find));
+                                return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                         } else {
                             if let Some(root) =
                                 self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
                             {
-                                return Ok(self.done(root, pos, find));
+                                return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                         }
                     }
@@ -1048,12 +1077,12 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn done(&self, value: Value, end: usize, find: FindState) -> Parsed {
+    fn done(&self, value: Value, end: usize, found: Option<Value>) -> Parsed {
         Parsed {
             value,
             end,
             complete: true,
-            found: find.found,
+            found,
         }
     }
 
@@ -1133,8 +1162,12 @@ fn close_top(stack: &mut Vec<Frame>, kinds: &mut Vec<Kind>, find: &mut FindState
         Kind::Arr => Value::Array(f.items),
         Kind::Obj => {
             if let Some(k) = f.key.take() {
-                if f.want_here && !f.map.contains_key(&k) {
-                    find.found = Some(Value::Null);
+                if f.want_here {
+                    if stack.is_empty() {
+                        find.at_root = Some(k.clone());
+                    } else if !f.map.contains_key(&k) {
+                        find.found = Some(Value::Null);
+                    }
                 }
                 if !k.is_empty() {
                     f.map.entry(k).or_insert(Value::Null);
@@ -1158,6 +1191,7 @@ fn close_all(stack: &mut Vec<Frame>, kinds: &mut Vec<Kind>, find: &mut FindState
 /// Attaches a finished value to the innermost container; returns it back
 /// when there is none (it is the root).
 fn attach(stack: &mut [Frame], v: Value, find: &mut FindState) -> Option<Value> {
+    let root = stack.len() == 1;
     let Some(f) = stack.last_mut() else {
         return Some(v);
     };
@@ -1166,8 +1200,13 @@ fn attach(stack: &mut [Frame], v: Value, find: &mut FindState) -> Option<Value> 
         Kind::Obj => {
             let k = f.key.take().unwrap_or_default();
             if f.want_here {
-                find.found = Some(v.clone());
                 f.want_here = false;
+                if root {
+                    // Taken out of the root at the end: no copy.
+                    find.at_root = Some(k.clone());
+                } else {
+                    find.found = Some(v.clone());
+                }
             }
             f.map.insert(k, v);
         }

@@ -48,7 +48,7 @@ pub(crate) struct Scan {
 /// Start of the text after the last `</think>` (or `</thinking>`), if any.
 pub(crate) fn after_think(text: &str) -> Option<usize> {
     let b = text.as_bytes();
-    let at = memmem::rfind(b, b"</think")?;
+    let at = memmem::find_iter(b, b"</think").last()?;
     let rest = &b[at + 7..];
     if rest.starts_with(b">") {
         Some(at + 8)
@@ -83,12 +83,9 @@ fn scalar_start(b: &[u8], pos: usize) -> bool {
 pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, RescueError> {
     let mut p = Parser::new(text, max_depth, want);
     let b = text.as_bytes();
-    let len = p.len();
     let mut out = Scan::default();
-    let mut pos = p.skip_ws(0, false);
-    let first = pos;
+    let pos = p.skip_ws(0, false);
     out.rep.extend(&p.rep);
-    p.rep = Repairs::default();
     // A reply JSON-encoded twice: `{\"answer\": \"...\"}`.
     let rest = &b[pos..];
     if rest.starts_with(b"\\\"") || rest.starts_with(b"{\\\"") || rest.starts_with(b"[\\\"") {

@@ -55,7 +55,11 @@ pub fn corpus(name: &str) -> Vec<Case> {
             (format!("L{}", i + 1), exp, false)
         } else {
             let empty = v.get("empty_output").and_then(Value::as_bool) == Some(true);
-            let exp = if empty { None } else { Some(v["expected"].clone()) };
+            let exp = if empty {
+                None
+            } else {
+                Some(v["expected"].clone())
+            };
             (v["id"].as_str().expect("id").to_owned(), exp, empty)
         };
         out.push(Case {
@@ -79,7 +83,8 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
         }
         _ => a == b,
     }
