@@ -155,7 +155,6 @@ impl Default for HealthyConfig {
     }
 }
 
-
 impl ClampConfig {
     /// The seed's exact rules: periods 1–16, run `max(18, 3p)`, tokens
     /// re-joined with spaces, substring `(.{2,12}?)\1{9,}` cut and trimmed,

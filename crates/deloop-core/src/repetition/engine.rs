@@ -100,6 +100,13 @@ impl Engine {
         s.best.as_ref()
     }
 
+    /// True when some detector has a (finished-token) verdict.
+    #[inline]
+    fn found(&self) -> bool {
+        self.words.as_ref().is_some_and(|w| w.best.is_some())
+            || self.substring.as_ref().is_some_and(|s| s.best.is_some())
+    }
+
     /// The verdict of word-then-substring on the input seen so far: the
     /// word guard wins (the substring guard then runs on its output, which
     /// ends before any substring loop completed at this point).
@@ -108,47 +115,69 @@ impl Engine {
             .or_else(|| self.substring_verdict())
     }
 
-    /// True when scanning further could still move the batch verdict.
-    pub(crate) fn could_improve(&self) -> bool {
-        let wv = self.words_verdict(false).map(|c| c.start);
-        let sv = self.substring_verdict().map(|c| c.start);
-        let w = match (&self.words, wv) {
-            (Some(w), Some(start)) => w.could_improve(start),
+    /// True when scanning further could still move the word verdict.
+    fn words_open(&self) -> bool {
+        match (&self.words, self.words_verdict(false)) {
+            (Some(w), Some(c)) => w.could_improve(c.start),
             (Some(_), None) => true,
             (None, _) => false,
-        };
-        let s = match (&self.substring, sv) {
-            (Some(s), Some(start)) => s.could_improve(start),
+        }
+    }
+
+    /// True when scanning further could still move the substring verdict.
+    fn substring_open(&self) -> bool {
+        match (&self.substring, self.substring_verdict()) {
+            (Some(s), Some(c)) => s.could_improve(c.start),
             (Some(_), None) => true,
             (None, _) => false,
-        };
-        w || s
+        }
     }
 }
 
-/// Runs a batch detector over `text`: the leftmost loop of the whole text.
+/// Runs one batch detector over `text`: the leftmost loop of the whole
+/// text (the seed's semantics).
 pub(crate) fn scan(text: &str, config: &ClampConfig, mode: Mode) -> Option<Candidate> {
+    let (w, s) = scan_pair(text, config, mode);
+    match mode {
+        Mode::Words => w,
+        Mode::Substring => s,
+        Mode::Both => w.or(s),
+    }
+}
+
+/// Runs the detectors of `mode` in one pass. The word verdict is exact;
+/// the substring verdict is exact when the word verdict is `None` (when a
+/// word loop is found the pass stops as soon as that verdict is settled,
+/// because the substring guard then runs on the word guard's output).
+pub(crate) fn scan_pair(
+    text: &str,
+    config: &ClampConfig,
+    mode: Mode,
+) -> (Option<Candidate>, Option<Candidate>) {
     let mut engine = Engine::new(config, mode);
-    let mut found = false;
     let mut complete = true;
+    let has_words = engine.words.is_some();
     for c in text.chars() {
         engine.push(c, c.len_utf8());
-        if !found && engine.verdict(false).is_some() {
-            found = true;
-        }
         // Once a loop is found, scan on only while an earlier start is
         // still possible (bounded by the largest period and threshold).
-        if found && !engine.could_improve() {
-            complete = false;
-            break;
+        if engine.found() {
+            let stop = if has_words {
+                engine.words_verdict(false).is_some() && !engine.words_open()
+            } else {
+                !engine.substring_open()
+            };
+            if stop {
+                complete = false;
+                break;
+            }
         }
     }
     if complete {
         engine.finish();
     }
-    match mode {
-        Mode::Words => engine.words_verdict(false).cloned(),
-        Mode::Substring => engine.substring_verdict().cloned(),
-        Mode::Both => engine.verdict(false).cloned(),
-    }
+    (
+        engine.words_verdict(false).cloned(),
+        engine.substring_verdict().cloned(),
+    )
 }

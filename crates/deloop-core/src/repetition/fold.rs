@@ -19,13 +19,14 @@ pub(crate) fn fold_char(c: char, mut f: impl FnMut(char)) {
     }
 }
 
-/// Folds a whole string (used for connector lists).
-pub(crate) fn fold_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// The key of a whole string, as the word detector computes it for a token
+/// (used for connector lists).
+pub(crate) fn key_str(s: &str) -> u64 {
+    let mut h = KeyHasher::default();
     for c in s.chars() {
-        fold_char(c, |l| out.push(l));
+        fold_char(c, |l| h.push(l));
     }
-    out
+    h.finish()
 }
 
 const SEED: u64 = 0xcbf2_9ce4_8422_2325;
@@ -52,14 +53,21 @@ impl KeyHasher {
         self.len += 1;
     }
 
+    /// The raw state, to snapshot cheaply.
     #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+    pub(crate) fn state(&self) -> (u64, u64) {
+        (self.h, self.len)
+    }
+
+    /// The key of a snapshot taken with [`KeyHasher::state`].
+    #[inline]
+    pub(crate) fn finish_state(h: u64, len: u64) -> u64 {
+        mix(h ^ len.rotate_left(47))
     }
 
     #[inline]
     pub(crate) fn finish(&self) -> u64 {
-        mix(self.h ^ self.len.rotate_left(47))
+        Self::finish_state(self.h, self.len)
     }
 }
 

@@ -85,14 +85,23 @@ impl Clamped {
 }
 
 /// Runs the word guard, then the substring guard on its output.
+///
+/// Both detectors share one pass over the text; a second, substring-only
+/// pass runs on the word guard's output only when the word guard cut.
 pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
-    let words = clamp_words(text, config);
-    let sub = clamp_substring(&words.text, config);
-    let mut reports = words.reports;
-    reports.extend(sub.reports);
-    Clamped {
-        text: sub.text,
-        reports,
+    match engine::scan_pair(text, config, Mode::Both) {
+        (None, None) => unchanged(text),
+        (None, Some(sub)) => substring_output(text, &sub, config),
+        (Some(w), _) => {
+            let words = words_output(text, &w, config);
+            let sub = clamp_substring(&words.text, config);
+            let mut reports = words.reports;
+            reports.extend(sub.reports);
+            Clamped {
+                text: sub.text,
+                reports,
+            }
+        }
     }
 }
 
@@ -129,9 +138,13 @@ fn tail(marker: &str, kept_empty: bool) -> &str {
 /// assert!(out.text.ends_with("automático […]"), "{}", out.text);
 /// ```
 pub fn clamp_words(text: &str, config: &ClampConfig) -> Clamped {
-    let Some(cand) = engine::scan(text, config, Mode::Words) else {
-        return unchanged(text);
-    };
+    match engine::scan(text, config, Mode::Words) {
+        Some(cand) => words_output(text, &cand, config),
+        None => unchanged(text),
+    }
+}
+
+fn words_output(text: &str, cand: &Candidate, config: &ClampConfig) -> Clamped {
     let marker = &config.words.marker;
     let out = if config.words.rejoin_tokens {
         let kept: Vec<&str> = text
@@ -147,7 +160,7 @@ pub fn clamp_words(text: &str, config: &ClampConfig) -> Clamped {
     };
     Clamped {
         text: out,
-        reports: vec![report(&cand, text.len())],
+        reports: vec![report(cand, text.len())],
     }
 }
 
@@ -161,9 +174,13 @@ pub fn clamp_words(text: &str, config: &ClampConfig) -> Clamped {
 /// assert_eq!(out.text, "La respuesta es");
 /// ```
 pub fn clamp_substring(text: &str, config: &ClampConfig) -> Clamped {
-    let Some(cand) = engine::scan(text, config, Mode::Substring) else {
-        return unchanged(text);
-    };
+    match engine::scan(text, config, Mode::Substring) {
+        Some(cand) => substring_output(text, &cand, config),
+        None => unchanged(text),
+    }
+}
+
+fn substring_output(text: &str, cand: &Candidate, config: &ClampConfig) -> Clamped {
     let mut kept = &text[..cand.keep];
     if config.substring.trim_start {
         kept = kept.trim_start();
@@ -171,7 +188,7 @@ pub fn clamp_substring(text: &str, config: &ClampConfig) -> Clamped {
     let out = format!("{kept}{}", tail(&config.substring.marker, kept.is_empty()));
     Clamped {
         text: out,
-        reports: vec![report(&cand, text.len())],
+        reports: vec![report(cand, text.len())],
     }
 }
 

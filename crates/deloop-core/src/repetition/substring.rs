@@ -4,16 +4,20 @@
 //! For every unit length `L` it keeps the length of the current run of
 //! positions `k` with `c[k] == c[k - L]`. A run of `(min_copies - 1) * L`
 //! such positions starting at `a` is exactly the lazy regex
-//! `(.{L}?)\1{min_copies-1,}` matching at `a - L`. Each character costs
-//! `max_unit - min_unit + 1` comparisons and nothing is re-scanned.
+//! `(.{L}?)\1{min_copies-1,}` matching at `a - L`. The sixteen lengths are
+//! updated together, branch-free, on a window of the last sixteen
+//! characters, so each character costs a few vector operations and
+//! nothing is ever re-scanned.
 
 use super::healthy::{content_letters, Lines};
 use super::{ClampConfig, Detector};
 
-/// Ring size for the last characters (a power of two above `max_unit`).
-const RING: usize = 64;
-/// Largest unit the ring supports.
-pub(crate) const MAX_UNIT_LIMIT: usize = 48;
+/// Unit lengths tracked (lane `i` is length `i + 1`).
+const W: usize = 16;
+/// Largest unit supported.
+pub(crate) const MAX_UNIT_LIMIT: usize = W;
+/// A character value no `char` has: the window starts empty.
+const EMPTY: u32 = u32::MAX;
 
 /// A loop found by a detector (substring or words).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +42,7 @@ impl Candidate {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Run {
-    len: usize,
+struct RunInfo {
     start: usize,
     keep: usize,
     accepted: bool,
@@ -50,19 +53,25 @@ struct Run {
 pub(crate) struct Substring {
     min_unit: usize,
     max_unit: usize,
-    copies: usize,
     protect: bool,
     fences: bool,
     tables: bool,
     max_exempt: usize,
     min_letters: usize,
     keep_one: bool,
-    chars: [char; RING],
-    starts: [usize; RING],
-    /// For char `k`: end byte of the last non-whitespace char before `k`.
-    nonws_before: [usize; RING],
+    /// Lane `i`: the character `i + 1` places back.
+    win: [u32; W],
+    /// Lane `i`: current run of matches at distance `i + 1`.
+    run: [u32; W],
+    /// Lane `i`: matches needed (`u32::MAX` for lengths not tracked).
+    thr: [u32; W],
+    info: [RunInfo; W],
+    /// Byte offset of char `k` (ring).
+    starts: Vec<usize>,
+    /// For char `k`: end byte of the last non-whitespace char before it.
+    nonws_before: Vec<usize>,
+    mask: usize,
     last_nonws_end: usize,
-    runs: Vec<Run>,
     k: usize,
     pub(crate) best: Option<Candidate>,
 }
@@ -72,93 +81,116 @@ impl Substring {
         let s = &config.substring;
         let max_unit = s.max_unit.clamp(1, MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
+        let copies = s.min_copies.clamp(2, 1000);
+        let mut thr = [u32::MAX; W];
+        for (i, t) in thr.iter_mut().enumerate() {
+            let l = i + 1;
+            if (min_unit..=max_unit).contains(&l) {
+                *t = ((copies - 1) * l) as u32;
+            }
+        }
+        let cap = (copies * max_unit + 2).next_power_of_two();
         let h = &config.healthy;
         Substring {
             min_unit,
             max_unit,
-            copies: s.min_copies.max(2),
             protect: h.enabled,
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
             max_exempt: h.max_exempt_run_bytes,
             min_letters: h.min_unit_letters,
             keep_one: s.keep_one_copy,
-            chars: ['\0'; RING],
-            starts: [0; RING],
-            nonws_before: [0; RING],
+            win: [EMPTY; W],
+            run: [0; W],
+            thr,
+            info: [RunInfo::default(); W],
+            starts: vec![0; cap],
+            nonws_before: vec![0; cap],
+            mask: cap - 1,
             last_nonws_end: 0,
-            runs: vec![Run::default(); max_unit + 1],
             k: 0,
             best: None,
         }
     }
 
-    /// Feeds character `c` found at byte offset `pos`.
+    /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
     #[inline]
     pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
         let k = self.k;
-        let slot = k & (RING - 1);
-        self.chars[slot] = c;
+        let slot = k & self.mask;
         self.starts[slot] = pos;
         self.nonws_before[slot] = self.last_nonws_end;
         if !c.is_whitespace() {
             self.last_nonws_end = pos + len;
         }
         self.k = k + 1;
-        let end = pos + len;
-        for l in self.min_unit..=self.max_unit {
-            if k < l {
-                break;
-            }
-            let prev = self.chars[(k - l) & (RING - 1)];
-            let run = &mut self.runs[l];
-            if prev != c {
-                run.len = 0;
+        let cu = c as u32;
+        let mut hit = false;
+        for i in 0..W {
+            let r = (self.run[i] + 1) * u32::from(self.win[i] == cu);
+            self.run[i] = r;
+            hit |= r >= self.thr[i];
+        }
+        self.win.copy_within(0..W - 1, 1);
+        self.win[0] = cu;
+        if hit {
+            self.cold(pos + len, lines);
+        }
+    }
+
+    /// Some run reached its threshold: record where it starts (the first
+    /// time) and apply the protections.
+    #[cold]
+    #[inline(never)]
+    fn cold(&mut self, end: usize, lines: &Lines) {
+        let k = self.k - 1;
+        for i in 0..W {
+            let r = self.run[i];
+            if r < self.thr[i] {
                 continue;
             }
-            if run.len == 0 {
-                let s = (k - l) & (RING - 1);
-                run.start = self.starts[s];
-                run.keep = if self.keep_one {
-                    self.nonws_before[slot]
-                } else {
-                    self.nonws_before[s]
+            let l = i + 1;
+            if r == self.thr[i] {
+                // First match at a = k - r + 1; the loop starts at a - l.
+                let a = k + 1 - r as usize;
+                let s = a - l;
+                self.info[i] = RunInfo {
+                    start: self.starts[s & self.mask],
+                    keep: if self.keep_one {
+                        self.nonws_before[a & self.mask]
+                    } else {
+                        self.nonws_before[s & self.mask]
+                    },
+                    accepted: false,
                 };
-                run.accepted = false;
             }
-            run.len += 1;
-            if run.len >= (self.copies - 1) * l && !run.accepted {
+            if !self.info[i].accepted {
                 self.consider(l, end, lines);
             }
         }
     }
 
-    #[cold]
     fn consider(&mut self, l: usize, end: usize, lines: &Lines) {
-        let run = self.runs[l];
-        if self.protect && end - run.start < self.max_exempt {
-            let mut unit = ['\0'; MAX_UNIT_LIMIT];
-            for (i, u) in unit[..l].iter_mut().enumerate() {
-                *u = self.chars[(self.k - l + i) & (RING - 1)];
-            }
-            if content_letters(&unit[..l]) < self.min_letters
-                || lines.exempt(run.start, self.fences, self.tables)
-            {
-                return;
-            }
+        let info = self.info[l - 1];
+        let mut unit = ['\0'; W];
+        for (i, u) in unit[..l].iter_mut().enumerate() {
+            *u = char::from_u32(self.win[l - 1 - i]).unwrap_or('\u{FFFD}');
         }
-        self.runs[l].accepted = true;
-        let unit: String = (0..l)
-            .rev()
-            .map(|i| self.chars[(self.k - 1 - i) & (RING - 1)])
-            .collect();
+        if self.protect
+            && end - info.start < self.max_exempt
+            && (content_letters(&unit[..l]) < self.min_letters
+                || lines.exempt(info.start, self.fences, self.tables))
+        {
+            return;
+        }
+        self.info[l - 1].accepted = true;
         let cand = Candidate {
             detector: Detector::Substring,
             period: l,
-            start: run.start,
-            keep: run.keep,
+            start: info.start,
+            keep: info.keep,
             keep_tokens: 0,
-            unit,
+            unit: unit[..l].iter().collect(),
         };
         if self.best.as_ref().is_none_or(|b| cand.better_than(b)) {
             self.best = Some(cand);
@@ -168,13 +200,21 @@ impl Substring {
     /// True when feeding more text could still produce a loop that starts
     /// before `start` (used by batch mode to stop early).
     pub(crate) fn could_improve(&self, start: usize) -> bool {
-        // A new run starts at least `max_unit` characters back.
         let k = self.k;
-        if k <= self.max_unit || self.starts[(k - self.max_unit) & (RING - 1)] < start {
+        // A run starting now begins at most `max_unit` characters back.
+        if k <= self.max_unit || self.starts[(k - self.max_unit) & self.mask] < start {
             return true;
         }
-        self.runs[self.min_unit..=self.max_unit]
-            .iter()
-            .any(|r| r.len > 0 && !r.accepted && r.start < start)
+        (self.min_unit..=self.max_unit).any(|l| {
+            let r = self.run[l - 1] as usize;
+            if r == 0 {
+                return false;
+            }
+            if r >= self.thr[l - 1] as usize {
+                return !self.info[l - 1].accepted && self.info[l - 1].start < start;
+            }
+            let s = k - r - l;
+            self.starts[s & self.mask] < start
+        })
     }
 }

@@ -9,7 +9,7 @@
 //! tokens' keys and offsets, bounded by the configuration, never by the
 //! text.
 
-use super::fold::{fold_char, fold_str, KeyHasher};
+use super::fold::{fold_char, key_str, KeyHasher};
 use super::healthy::{is_cjk, is_trailing_punct, Lines};
 use super::substring::Candidate;
 use super::{ClampConfig, Detector};
@@ -20,8 +20,6 @@ const SHINGLE: usize = 8;
 const TABLE: usize = 4096;
 /// Bytes of each token kept for the unit preview.
 const PREVIEW: usize = 24;
-/// Longest connector compared, in bytes of its case fold.
-const FOLD_MAX: usize = 24;
 /// Multiplier of the rolling shingle hash.
 const ROLL: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -44,12 +42,11 @@ struct Build {
     active: bool,
     start: usize,
     all: KeyHasher,
-    core: KeyHasher,
+    /// Hash state after the last character that is not trailing
+    /// punctuation (`core_len == 0`: none yet).
+    core_h: u64,
+    core_len: u64,
     letters: u32,
-    folded: [u8; FOLD_MAX],
-    flen: usize,
-    fcore: usize,
-    foverflow: bool,
     preview: [u8; PREVIEW],
     plen: u8,
     ptrunc: bool,
@@ -58,24 +55,18 @@ struct Build {
 impl Build {
     #[inline]
     fn key(&self, ignore_punct: bool) -> u64 {
-        if ignore_punct && !self.core.is_empty() {
-            self.core.finish()
+        if ignore_punct && self.core_len > 0 {
+            KeyHasher::finish_state(self.core_h, self.core_len)
         } else {
             self.all.finish()
         }
     }
-
-    fn folded(&self, ignore_punct: bool) -> Option<&[u8]> {
-        if self.foverflow {
-            return None;
-        }
-        if ignore_punct && self.fcore > 0 {
-            Some(&self.folded[..self.fcore])
-        } else {
-            Some(&self.folded[..self.flen])
-        }
-    }
 }
+
+/// Short periods tracked (lane `i` is period `i + 1`).
+const W: usize = 16;
+/// The key window starts empty.
+const EMPTY: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Run {
@@ -97,12 +88,20 @@ struct LongRun {
 #[derive(Debug, Clone)]
 pub(crate) struct Words {
     max_p: usize,
-    thr: Vec<usize>,
+    /// Lane `i`: matches needed for period `i + 1` (`u32::MAX` if unused).
+    thr: [u32; W],
+    /// Lane `i`: key of the token `i + 1` places back.
+    kwin: [u64; W],
+    /// Lane `i`: current run of matches at distance `i + 1`.
+    run: [u32; W],
+    /// Lane `i`: where the run starts, once it reached its threshold.
+    info: [Run; W],
     long_max: usize,
     long_mult: usize,
     ignore_punct: bool,
     split_cjk: bool,
-    connectors: Vec<String>,
+    /// Keys of the connectors, sorted.
+    connectors: Vec<u64>,
     protect: bool,
     fences: bool,
     tables: bool,
@@ -112,7 +111,6 @@ pub(crate) struct Words {
     mask: usize,
     /// Index of the next token.
     j: usize,
-    runs: Vec<Run>,
     long: Option<LongRun>,
     table: Vec<(u64, usize)>,
     roll: u64,
@@ -130,16 +128,21 @@ pub(crate) struct Words {
 impl Words {
     pub(crate) fn new(config: &ClampConfig) -> Self {
         let w = &config.words;
-        let max_p = w.max_period.clamp(1, 64);
+        let max_p = w.max_period.clamp(1, W);
         let long_max = if w.long_max_period > max_p {
             w.long_max_period.min(4096)
         } else {
             0
         };
-        let thr: Vec<usize> = (0..=max_p)
-            .map(|p| w.min_run.max(w.run_per_period * p).max(1))
-            .collect();
-        let need = (max_p + thr.iter().max().copied().unwrap_or(1)).max(4 * long_max) + 64;
+        let mut thr = [u32::MAX; W];
+        for (i, t) in thr[..max_p].iter_mut().enumerate() {
+            *t = w
+                .min_run
+                .max(w.run_per_period.saturating_mul(i + 1))
+                .clamp(1, 4096) as u32;
+        }
+        let max_thr = thr[..max_p].iter().copied().max().unwrap_or(1) as usize;
+        let need = (max_p + max_thr).max(4 * long_max) + 64;
         let cap = need.next_power_of_two();
         let h = &config.healthy;
         let mut roll_pow = 1u64;
@@ -149,11 +152,19 @@ impl Words {
         Words {
             max_p,
             thr,
+            kwin: [EMPTY; W],
+            run: [0; W],
+            info: [Run::default(); W],
             long_max,
             long_mult: w.long_run_per_period.max(1),
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
-            connectors: w.connectors.iter().map(|c| fold_str(c)).collect(),
+            connectors: {
+                let mut keys: Vec<u64> = w.connectors.iter().map(|c| key_str(c)).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys
+            },
             protect: h.enabled,
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
@@ -162,7 +173,6 @@ impl Words {
             ring: vec![Tok::default(); cap],
             mask: cap - 1,
             j: 0,
-            runs: vec![Run::default(); max_p + 1],
             long: None,
             table: if long_max > 0 {
                 vec![(0, usize::MAX); TABLE]
@@ -221,22 +231,9 @@ impl Words {
         } else {
             b.ptrunc = true;
         }
-        fold_char(c, |l| {
-            b.all.push(l);
-            if !b.foverflow {
-                let mut buf = [0u8; 4];
-                let s = l.encode_utf8(&mut buf);
-                if b.flen + s.len() <= FOLD_MAX {
-                    b.folded[b.flen..b.flen + s.len()].copy_from_slice(s.as_bytes());
-                    b.flen += s.len();
-                } else {
-                    b.foverflow = true;
-                }
-            }
-        });
+        fold_char(c, |l| b.all.push(l));
         if !is_trailing_punct(c) {
-            b.core = b.all;
-            b.fcore = b.flen;
+            (b.core_h, b.core_len) = b.all.state();
         }
         if cjk {
             self.finalize(pos + len, lines);
@@ -255,11 +252,9 @@ impl Words {
         self.partial = None;
     }
 
-    fn is_connector(&self, b: &Build) -> bool {
-        match b.folded(self.ignore_punct) {
-            Some(f) => self.connectors.iter().any(|c| c.as_bytes() == f),
-            None => false,
-        }
+    #[inline]
+    fn is_connector(&self, key: u64) -> bool {
+        !self.connectors.is_empty() && self.connectors.binary_search(&key).is_ok()
     }
 
     /// Start, kept end and kept token count of a run of period `p` whose
@@ -297,7 +292,7 @@ impl Words {
             end,
             prev_end: self.last_end,
             word: b.letters >= self.min_word_letters,
-            connector: self.is_connector(&b),
+            connector: self.is_connector(key),
             preview: b.preview,
             plen: b.plen,
             ptrunc: b.ptrunc,
@@ -309,22 +304,17 @@ impl Words {
         }
         self.j = j + 1;
 
-        // Short periods: one run counter per period.
-        for p in 1..=self.max_p.min(j) {
-            if self.tok(j - p).key == key {
-                if self.runs[p].len == 0 {
-                    self.runs[p] = self.run_info(j, p);
-                }
-                self.runs[p].len += 1;
-                let r = self.runs[p];
-                if r.len >= self.thr[p] && !r.accepted && self.accept(r.start, p, end, lines) {
-                    self.runs[p].accepted = true;
-                    let cand = self.candidate(Detector::WordPeriod, p, r, None);
-                    self.offer(cand);
-                }
-            } else {
-                self.runs[p].len = 0;
-            }
+        // Short periods: one run counter per period, updated together.
+        let mut hot = false;
+        for i in 0..W {
+            let r = self.run[i].saturating_add(1) * u32::from(self.kwin[i] == key);
+            self.run[i] = r;
+            hot |= r >= self.thr[i];
+        }
+        self.kwin.copy_within(0..W - 1, 1);
+        self.kwin[0] = key;
+        if hot {
+            self.cold_short(end, lines);
         }
 
         // Long periods: extend the current candidate period, or adopt one
@@ -367,6 +357,35 @@ impl Words {
         self.rearm();
     }
 
+    /// Some short run reached its threshold: record where it starts (the
+    /// first time) and apply the protections.
+    #[cold]
+    #[inline(never)]
+    fn cold_short(&mut self, end: usize, lines: &Lines) {
+        let j = self.j - 1;
+        for i in 0..self.max_p {
+            let r = self.run[i];
+            if r < self.thr[i] {
+                continue;
+            }
+            let p = i + 1;
+            if r == self.thr[i] {
+                // Only a key collision with the empty window could make
+                // the run reach before the first token.
+                if j + 1 < r as usize + p {
+                    continue;
+                }
+                self.info[i] = self.run_info(j + 1 - r as usize, p);
+            }
+            let info = self.info[i];
+            if !info.accepted && self.accept(info.start, p, end, lines) {
+                self.info[i].accepted = true;
+                let cand = self.candidate(Detector::WordPeriod, p, info, None);
+                self.offer(cand);
+            }
+        }
+    }
+
     /// Starts tracking long period `d` at token `j`, counting the matches
     /// that already precede it (at most `3d` back, within the ring).
     fn adopt(&mut self, j: usize, d: usize) {
@@ -385,14 +404,15 @@ impl Words {
     }
 
     fn rearm(&mut self) {
-        let mut armed = false;
-        for p in 1..=self.max_p {
-            let r = &self.runs[p];
-            if !r.accepted && r.len + 1 >= self.thr[p] {
-                armed = true;
-                break;
-            }
+        let mut near = false;
+        for i in 0..W {
+            near |= self.run[i].saturating_add(1) >= self.thr[i];
         }
+        let mut armed = near
+            && (0..self.max_p).any(|i| {
+                self.run[i].saturating_add(1) >= self.thr[i]
+                    && !(self.run[i] >= self.thr[i] && self.info[i].accepted)
+            });
         if let Some(lr) = &self.long {
             if !lr.run.accepted && lr.run.len + 1 >= self.long_mult * lr.d {
                 armed = true;
@@ -408,15 +428,24 @@ impl Words {
         let key = self.build.key(self.ignore_punct);
         let j = self.j;
         let mut best: Option<Candidate> = None;
-        for p in 1..=self.max_p.min(j) {
-            let r = self.runs[p];
-            if r.accepted || r.len + 1 < self.thr[p] || self.tok(j - p).key != key {
+        for i in 0..self.max_p.min(j) {
+            let p = i + 1;
+            let r = self.run[i];
+            if r.saturating_add(1) < self.thr[i] || self.kwin[i] != key || j < r as usize + p {
                 continue;
             }
-            let mut r = if r.len == 0 { self.run_info(j, p) } else { r };
-            r.len += 1;
-            if self.accept_partial(r.start, p, end, lines) {
-                let cand = self.candidate(Detector::WordPeriod, p, r, Some(&self.build));
+            if r >= self.thr[i] && self.info[i].accepted {
+                continue;
+            }
+            let mut info = if r >= self.thr[i] {
+                self.info[i]
+            } else {
+                // The run would reach its threshold with this token.
+                self.run_info(j - r as usize, p)
+            };
+            info.len = r as usize + 1;
+            if self.accept_partial(info.start, p, end, lines) {
+                let cand = self.candidate(Detector::WordPeriod, p, info, Some(&self.build));
                 if best.as_ref().is_none_or(|b| cand.better_than(b)) {
                     best = Some(cand);
                 }
@@ -515,11 +544,25 @@ impl Words {
         if self.j <= reach || self.tok(self.j - reach).start < start {
             return true;
         }
-        if self.runs[1..]
-            .iter()
-            .any(|r| r.len > 0 && !r.accepted && r.start < start)
-        {
-            return true;
+        for i in 0..self.max_p {
+            let r = self.run[i] as usize;
+            if r == 0 {
+                continue;
+            }
+            let run_start = if r >= self.thr[i] as usize {
+                if self.info[i].accepted {
+                    continue;
+                }
+                self.info[i].start
+            } else {
+                match self.j.checked_sub(r + i + 1) {
+                    Some(t) => self.tok(t).start,
+                    None => return true,
+                }
+            };
+            if run_start < start {
+                return true;
+            }
         }
         self.long
             .is_some_and(|lr| !lr.run.accepted && lr.run.start < start)
