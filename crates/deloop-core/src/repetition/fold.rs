@@ -19,6 +19,15 @@ pub(crate) fn fold_char(c: char, mut f: impl FnMut(char)) {
     }
 }
 
+/// Length of the case fold of `s`, in characters.
+pub(crate) fn fold_len(s: &str) -> u64 {
+    let mut n = 0;
+    for c in s.chars() {
+        fold_char(c, |_| n += 1);
+    }
+    n
+}
+
 /// The key of a whole string, as the word detector computes it for a token
 /// (used for connector lists).
 pub(crate) fn key_str(s: &str) -> u64 {

@@ -59,12 +59,16 @@ pub(crate) struct Substring {
     max_exempt: usize,
     min_letters: usize,
     keep_one: bool,
-    /// Lane `i`: the character `i + 1` places back.
-    win: [u32; W],
-    /// Lane `i`: current run of matches at distance `i + 1`.
-    run: [u32; W],
-    /// Lane `i`: matches needed (`u32::MAX` for lengths not tracked).
-    thr: [u32; W],
+    /// The last `W` characters, written twice (at `k % W` and `k % W + W`)
+    /// so that before char `k` is written, `buf[k % W..][..W]` is the
+    /// window, oldest first: element `j` is the character `W - j` places
+    /// back.
+    buf: [u32; 2 * W],
+    /// Element `j`: current run of matches at distance `W - j`.
+    run: [i32; W],
+    /// Element `j`: matches needed at distance `W - j` (`i32::MAX` for
+    /// lengths not tracked).
+    thr: [i32; W],
     info: [RunInfo; W],
     /// Byte offset of char `k` (ring).
     starts: Vec<usize>,
@@ -82,11 +86,11 @@ impl Substring {
         let max_unit = s.max_unit.clamp(1, MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
         let copies = s.min_copies.clamp(2, 1000);
-        let mut thr = [u32::MAX; W];
-        for (i, t) in thr.iter_mut().enumerate() {
-            let l = i + 1;
+        let mut thr = [i32::MAX; W];
+        for (j, t) in thr.iter_mut().enumerate() {
+            let l = W - j;
             if (min_unit..=max_unit).contains(&l) {
-                *t = ((copies - 1) * l) as u32;
+                *t = ((copies - 1) * l) as i32;
             }
         }
         let cap = (copies * max_unit + 2).next_power_of_two();
@@ -100,7 +104,7 @@ impl Substring {
             max_exempt: h.max_exempt_run_bytes,
             min_letters: h.min_unit_letters,
             keep_one: s.keep_one_copy,
-            win: [EMPTY; W],
+            buf: [EMPTY; 2 * W],
             run: [0; W],
             thr,
             info: [RunInfo::default(); W],
@@ -125,15 +129,18 @@ impl Substring {
         }
         self.k = k + 1;
         let cu = c as u32;
-        let mut hit = false;
-        for i in 0..W {
-            let r = (self.run[i] + 1) * u32::from(self.win[i] == cu);
-            self.run[i] = r;
-            hit |= r >= self.thr[i];
+        let p = k % W;
+        let win: &[u32; W] = self.buf[p..p + W].try_into().expect("window");
+        let mut hit = 0i32;
+        for j in 0..W {
+            let m = -i32::from(win[j] == cu);
+            let r = (self.run[j] + 1) & m;
+            self.run[j] = r;
+            hit |= i32::from(r >= self.thr[j]);
         }
-        self.win.copy_within(0..W - 1, 1);
-        self.win[0] = cu;
-        if hit {
+        self.buf[p] = cu;
+        self.buf[p + W] = cu;
+        if hit != 0 {
             self.cold(pos + len, lines);
         }
     }
@@ -144,17 +151,25 @@ impl Substring {
     #[inline(never)]
     fn cold(&mut self, end: usize, lines: &Lines) {
         let k = self.k - 1;
-        for i in 0..W {
+        for l in 1..=W {
+            let i = W - l;
             let r = self.run[i];
             if r < self.thr[i] {
                 continue;
             }
-            let l = i + 1;
+            if r > self.thr[i] + (1 << 24) {
+                // Keep counters bounded on endless runs (above threshold,
+                // never equal to it again while the run lasts).
+                self.run[i] = self.thr[i] + 1;
+            }
             if r == self.thr[i] {
                 // First match at a = k - r + 1; the loop starts at a - l.
                 let a = k + 1 - r as usize;
+                if a < l {
+                    continue;
+                }
                 let s = a - l;
-                self.info[i] = RunInfo {
+                self.info[l - 1] = RunInfo {
                     start: self.starts[s & self.mask],
                     keep: if self.keep_one {
                         self.nonws_before[a & self.mask]
@@ -164,7 +179,7 @@ impl Substring {
                     accepted: false,
                 };
             }
-            if !self.info[i].accepted {
+            if !self.info[l - 1].accepted {
                 self.consider(l, end, lines);
             }
         }
@@ -172,9 +187,12 @@ impl Substring {
 
     fn consider(&mut self, l: usize, end: usize, lines: &Lines) {
         let info = self.info[l - 1];
+        // The last `l` characters, oldest first (the current one is
+        // already in the window).
         let mut unit = ['\0'; W];
+        let p = self.k % W;
         for (i, u) in unit[..l].iter_mut().enumerate() {
-            *u = char::from_u32(self.win[l - 1 - i]).unwrap_or('\u{FFFD}');
+            *u = char::from_u32(self.buf[p + W - l + i]).unwrap_or('\u{FFFD}');
         }
         if self.protect
             && end - info.start < self.max_exempt
@@ -206,15 +224,17 @@ impl Substring {
             return true;
         }
         (self.min_unit..=self.max_unit).any(|l| {
-            let r = self.run[l - 1] as usize;
+            let r = self.run[W - l] as usize;
             if r == 0 {
                 return false;
             }
-            if r >= self.thr[l - 1] as usize {
+            if r >= self.thr[W - l] as usize {
                 return !self.info[l - 1].accepted && self.info[l - 1].start < start;
             }
-            let s = k - r - l;
-            self.starts[s & self.mask] < start
+            match k.checked_sub(r + l) {
+                Some(s) => self.starts[s & self.mask] < start,
+                None => true,
+            }
         })
     }
 }

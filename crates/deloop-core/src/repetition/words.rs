@@ -94,6 +94,8 @@ pub(crate) struct Words {
     kwin: [u64; W],
     /// Lane `i`: current run of matches at distance `i + 1`.
     run: [u32; W],
+    /// Lane `i`: all ones when period `i + 1` is tracked.
+    lanes: [u32; W],
     /// Lane `i`: where the run starts, once it reached its threshold.
     info: [Run; W],
     long_max: usize,
@@ -102,6 +104,9 @@ pub(crate) struct Words {
     split_cjk: bool,
     /// Keys of the connectors, sorted.
     connectors: Vec<u64>,
+    /// Longest connector, in folded characters (longer tokens are never
+    /// looked up).
+    connector_max_chars: u64,
     protect: bool,
     fences: bool,
     tables: bool,
@@ -153,12 +158,19 @@ impl Words {
             max_p,
             thr,
             kwin: [EMPTY; W],
+            lanes: std::array::from_fn(|i| if i < max_p { u32::MAX } else { 0 }),
             run: [0; W],
             info: [Run::default(); W],
             long_max,
             long_mult: w.long_run_per_period.max(1),
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
+            connector_max_chars: w
+                .connectors
+                .iter()
+                .map(|c| super::fold::fold_len(c))
+                .max()
+                .unwrap_or(0),
             connectors: {
                 let mut keys: Vec<u64> = w.connectors.iter().map(|c| key_str(c)).collect();
                 keys.sort_unstable();
@@ -210,11 +222,14 @@ impl Words {
         }
         let b = &mut self.build;
         if !b.active {
-            *b = Build {
-                active: true,
-                start: pos,
-                ..Build::default()
-            };
+            b.active = true;
+            b.start = pos;
+            b.all = KeyHasher::default();
+            b.core_h = 0;
+            b.core_len = 0;
+            b.letters = 0;
+            b.plen = 0;
+            b.ptrunc = false;
         }
         if c.is_alphabetic() {
             b.letters = b.letters.saturating_add(1);
@@ -231,9 +246,12 @@ impl Words {
         } else {
             b.ptrunc = true;
         }
-        fold_char(c, |l| b.all.push(l));
+        // Hash in a local copy: reading back fields just stored stalls.
+        let mut all = b.all;
+        fold_char(c, |l| all.push(l));
+        b.all = all;
         if !is_trailing_punct(c) {
-            (b.core_h, b.core_len) = b.all.state();
+            (b.core_h, b.core_len) = all.state();
         }
         if cjk {
             self.finalize(pos + len, lines);
@@ -253,8 +271,8 @@ impl Words {
     }
 
     #[inline]
-    fn is_connector(&self, key: u64) -> bool {
-        !self.connectors.is_empty() && self.connectors.binary_search(&key).is_ok()
+    fn is_connector(&self, key: u64, folded_chars: u64) -> bool {
+        folded_chars <= self.connector_max_chars && self.connectors.binary_search(&key).is_ok()
     }
 
     /// Start, kept end and kept token count of a run of period `p` whose
@@ -292,7 +310,7 @@ impl Words {
             end,
             prev_end: self.last_end,
             word: b.letters >= self.min_word_letters,
-            connector: self.is_connector(key),
+            connector: self.is_connector(key, b.all.state().1),
             preview: b.preview,
             plen: b.plen,
             ptrunc: b.ptrunc,
@@ -307,7 +325,8 @@ impl Words {
         // Short periods: one run counter per period, updated together.
         let mut hot = false;
         for i in 0..W {
-            let r = self.run[i].saturating_add(1) * u32::from(self.kwin[i] == key);
+            let eq = 0u32.wrapping_sub(u32::from(self.kwin[i] == key));
+            let r = (self.run[i] + 1) & eq & self.lanes[i];
             self.run[i] = r;
             hot |= r >= self.thr[i];
         }
@@ -367,6 +386,11 @@ impl Words {
             let r = self.run[i];
             if r < self.thr[i] {
                 continue;
+            }
+            if r > self.thr[i] + (1 << 24) {
+                // Keep counters bounded on endless runs (above threshold,
+                // never equal to it again while the run lasts).
+                self.run[i] = self.thr[i] + 1;
             }
             let p = i + 1;
             if r == self.thr[i] {
