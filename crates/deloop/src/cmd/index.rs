@@ -1,12 +1,150 @@
-//! `deloop index`.
+//! `deloop index`: build or update the SQLite index from markdown/text files
+//! or a BEIR `corpus.jsonl`. See docs/retrieval.md.
 
-use crate::exit::{not_implemented, Exit};
+use std::path::{Path, PathBuf};
+
+use deloop_index::{find_minilm_dir, EmbedError, Embedder, Index, IndexOptions, MiniLm, Stemmer};
+
+use crate::exit::{BadInput, Exit};
+use crate::render::search::{index_stats, IndexProgress};
+
+/// Default index path when neither `--db` nor `DELOOP_DB` is given.
+pub const DEFAULT_DB: &str = ".deloop/index.db";
 
 /// Flags of `deloop index`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Files or directories to index (`.md`, `.markdown`, `.txt` when
+    /// walking directories; hidden entries, `target` and `node_modules` are
+    /// skipped). With `--format beir`: one `corpus.jsonl` file.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The index file (created with its parent directory when missing).
+    #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
+    pub db: Option<PathBuf>,
+    /// Input format: `files` (markdown/text) or `beir` (a BEIR corpus.jsonl
+    /// with `_id`, `title`, `text`).
+    #[arg(long, default_value = "files", value_parser = ["files", "beir"])]
+    pub format: String,
+    /// Embedder for the vectors: `auto` (the index's own, else MiniLM when
+    /// its files are found, else none), `minilm` or `none` (lexical only).
+    #[arg(long, default_value = "auto", env = "DELOOP_EMBEDDER",
+          value_parser = ["auto", "minilm", "none"])]
+    pub embedder: String,
+    /// Directory with the MiniLM files (model.safetensors, config.json,
+    /// tokenizer.json); default: the pip package installed by
+    /// scripts/setup-model.sh.
+    #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
+    pub minilm_dir: Option<PathBuf>,
+    /// Delete the index file and build it anew (needed to switch embedder
+    /// or stemmer; also drops the HyDE cache).
+    #[arg(long)]
+    pub reindex: bool,
+    /// Lexical tokenizer when the index is created: `porter` (English
+    /// stemming, accent-insensitive) or `none` (accent-insensitive only).
+    #[arg(long, default_value = "porter", value_parser = ["porter", "none"])]
+    pub stemmer: String,
+    /// No progress bar and no warnings on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the statistics as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The index path: the flag (or `DELOOP_DB`), else `.deloop/index.db`.
+pub(crate) fn db_path(flag: Option<&Path>) -> PathBuf {
+    flag.map_or_else(|| PathBuf::from(DEFAULT_DB), Path::to_path_buf)
+}
+
+/// Loads the local MiniLM model from `dir`, else from where
+/// [`find_minilm_dir`] finds it.
+pub(crate) fn load_minilm(dir: Option<&Path>) -> Result<MiniLm, EmbedError> {
+    MiniLm::load(&find_minilm_dir(dir)?)
+}
 
 /// Runs `deloop index`.
-pub fn run(_args: Args) -> anyhow::Result<Exit> {
-    Err(not_implemented("index", 5))
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let db = db_path(args.db.as_deref());
+    let beir = args.format == "beir";
+    if beir && args.paths.len() != 1 {
+        return Err(BadInput("--format beir takes exactly one corpus.jsonl file".into()).into());
+    }
+    if args.reindex {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db.clone().into_os_string();
+            p.push(suffix);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => anyhow::bail!("cannot remove {}: {e}", db.display()),
+            }
+        }
+    }
+    let options = IndexOptions {
+        stemmer: if args.stemmer == "none" {
+            Stemmer::None
+        } else {
+            Stemmer::Porter
+        },
+        ..Default::default()
+    };
+    let mut index = Index::open_with(&db, options).map_err(map_index_error)?;
+
+    let recorded = index
+        .embedder_info()?
+        .filter(|_| index.summary().is_ok_and(|s| s.chunks > 0));
+    let embedder: Option<MiniLm> = match args.embedder.as_str() {
+        "none" => None,
+        "minilm" => Some(load_minilm(args.minilm_dir.as_deref())?),
+        _ => match recorded {
+            Some(info) if info.is_none() => None,
+            Some(info) if info.id == MiniLm::ID => Some(load_minilm(args.minilm_dir.as_deref())?),
+            Some(info) => {
+                return Err(BadInput(format!(
+                    "{} was built with embedder `{}`, which `deloop index` cannot run; \
+                     rebuild it with --reindex (and --embedder minilm or none)",
+                    db.display(),
+                    info.id
+                ))
+                .into())
+            }
+            None => match load_minilm(args.minilm_dir.as_deref()) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    if !args.quiet {
+                        eprintln!(
+                            "deloop: warning: {e}\ndeloop: indexing without vectors \
+                             (lexical search only)"
+                        );
+                    }
+                    None
+                }
+            },
+        },
+    };
+    let embedder_ref = embedder.as_ref().map(|m| m as &dyn Embedder);
+
+    let bar = IndexProgress::new(args.quiet);
+    let mut report = |p| bar.update(p);
+    let stats = if beir {
+        index.index_beir(&args.paths[0], embedder_ref, &mut report)
+    } else {
+        index.index_paths(&args.paths, embedder_ref, &mut report)
+    };
+    bar.finish();
+    let stats = stats.map_err(map_index_error)?;
+    println!("{}", index_stats(&stats, &db, args.json));
+    Ok(Exit::Ok)
+}
+
+/// Index errors the user must fix map to exit code 2.
+pub(crate) fn map_index_error(e: deloop_index::Error) -> anyhow::Error {
+    match e {
+        deloop_index::Error::BadInput(_)
+        | deloop_index::Error::NoIndex { .. }
+        | deloop_index::Error::EmbedderMismatch { .. }
+        | deloop_index::Error::Schema(_) => BadInput(e.to_string()).into(),
+        other => other.into(),
+    }
 }

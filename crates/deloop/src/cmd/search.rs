@@ -1,12 +1,192 @@
-//! `deloop search`.
+//! `deloop search`: query the index (hybrid, lexical or vector), one query
+//! or a batch of BEIR queries. See docs/retrieval.md.
 
-use crate::exit::{not_implemented, Exit};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use deloop_index::{Embedder, Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
+
+use crate::cmd::index::{db_path, load_minilm, map_index_error};
+use crate::exit::{BadInput, Exit};
+use crate::render::search::{batch_human, batch_line, fallback_note, outcome_human, outcome_json};
 
 /// Flags of `deloop search`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The query (`-` reads it from standard input). Free text: FTS syntax
+    /// characters are treated as separators.
+    #[arg(
+        value_name = "QUERY",
+        required_unless_present = "queries",
+        conflicts_with = "queries"
+    )]
+    pub query: Option<String>,
+    /// Batch mode: a JSONL file of `{"_id", "text"}` queries (BEIR
+    /// queries.jsonl); prints one line per query.
+    #[arg(long, value_name = "FILE")]
+    pub queries: Option<PathBuf>,
+    /// The index file (default `.deloop/index.db`).
+    #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
+    pub db: Option<PathBuf>,
+    /// Number of hits.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// `hybrid` (BM25 and vectors fused by reciprocal rank fusion),
+    /// `lexical` (BM25) or `vector` (cosine). Without vectors, hybrid and
+    /// vector fall back to lexical and say so.
+    #[arg(long, default_value = "hybrid", value_parser = ["hybrid", "lexical", "vector"])]
+    pub retrieval: String,
+    /// The reciprocal-rank-fusion constant for hybrid search.
+    #[arg(long, default_value_t = deloop_index::DEFAULT_RRF_K, value_name = "K")]
+    pub rrf_k: f32,
+    /// Expand the query with a HyDE passage from the LLM (needs an LLM).
+    #[arg(long)]
+    pub hyde: bool,
+    /// Directory with the MiniLM files (default: the pip package installed
+    /// by scripts/setup-model.sh).
+    #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
+    pub minilm_dir: Option<PathBuf>,
+    /// Machine output: one JSON object (or one line per query in batch mode,
+    /// `{"query_id", "hits": [{"id", "score"}], "took_ms"}`; `id` is the BEIR
+    /// doc id, else the chunk id).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The query embedder for this index, or why there is none.
+enum QueryEmbedder {
+    Ready(MiniLm),
+    Unavailable(String),
+    NotNeeded,
+}
+
+impl QueryEmbedder {
+    fn for_index(index: &Index, mode: Retrieval, args: &Args) -> anyhow::Result<Self> {
+        if mode == Retrieval::Lexical {
+            return Ok(QueryEmbedder::NotNeeded);
+        }
+        Ok(match index.embedder_info()? {
+            None => QueryEmbedder::NotNeeded, // empty index: search reports it
+            Some(info) if info.is_none() => QueryEmbedder::NotNeeded,
+            Some(info) if info.id == MiniLm::ID => match load_minilm(args.minilm_dir.as_deref()) {
+                Ok(m) => QueryEmbedder::Ready(m),
+                Err(e) => QueryEmbedder::Unavailable(format!("embedder failed: {e}")),
+            },
+            Some(info) => QueryEmbedder::Unavailable(format!(
+                "the index's vectors come from `{}`, which `deloop search` cannot run",
+                info.id
+            )),
+        })
+    }
+
+    fn search(&self, index: &Index, mut req: SearchRequest) -> anyhow::Result<SearchOutcome> {
+        let mut reason = None;
+        match self {
+            QueryEmbedder::Ready(m) => match m.embed(&[req.text.as_str()]) {
+                Ok(mut v) => req.vector = v.pop(),
+                Err(e) => reason = Some(format!("embedder failed: {e}")),
+            },
+            QueryEmbedder::Unavailable(r) => reason = Some(r.clone()),
+            QueryEmbedder::NotNeeded => {}
+        }
+        let mut outcome = index.search(&req).map_err(map_index_error)?;
+        if outcome.fallback_reason.is_some() {
+            if let Some(r) = reason {
+                outcome.fallback_reason = Some(r);
+            }
+        }
+        Ok(outcome)
+    }
+}
 
 /// Runs `deloop search`.
-pub fn run(_args: Args) -> anyhow::Result<Exit> {
-    Err(not_implemented("search", 5))
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    if args.hyde {
+        anyhow::bail!(
+            "`deloop search --hyde` needs an LLM and is not wired yet (issue 5); \
+             run without --hyde, or use `deloop ask --hyde`"
+        );
+    }
+    let mode = match args.retrieval.as_str() {
+        "lexical" => Retrieval::Lexical,
+        "vector" => Retrieval::Vector,
+        _ => Retrieval::Hybrid,
+    };
+    let db = db_path(args.db.as_deref());
+    let index = Index::open_existing(&db).map_err(map_index_error)?;
+    let embedder = QueryEmbedder::for_index(&index, mode, &args)?;
+    let request = |text: String| SearchRequest {
+        text,
+        k: args.k,
+        mode,
+        rrf_k: args.rrf_k,
+        ..Default::default()
+    };
+
+    if let Some(file) = &args.queries {
+        let reader = std::fs::File::open(file)
+            .map(std::io::BufReader::new)
+            .map_err(|e| BadInput(format!("cannot read {}: {e}", file.display())))?;
+        let mut noted = false;
+        for (n, line) in reader.lines().enumerate() {
+            let line =
+                line.map_err(|e| BadInput(format!("{} line {}: {e}", file.display(), n + 1)))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (id, text) = parse_query_line(&line)
+                .map_err(|e| BadInput(format!("{} line {}: {e}", file.display(), n + 1)))?;
+            let started = Instant::now();
+            let outcome = embedder.search(&index, request(text))?;
+            let took_ms = started.elapsed().as_secs_f64() * 1000.0;
+            if !noted {
+                if let Some(note) = fallback_note(mode, &outcome) {
+                    eprintln!("{note}");
+                }
+                noted = true;
+            }
+            if args.json {
+                println!("{}", batch_line(&id, &outcome, took_ms));
+            } else {
+                println!("{}", batch_human(&id, &outcome));
+            }
+        }
+        return Ok(Exit::Ok);
+    }
+
+    let query = match args.query.as_deref() {
+        Some("-") | None => crate::input::read_text(None, false)?,
+        Some(q) => q.to_string(),
+    };
+    let query = query.trim().to_string();
+    if query.is_empty() {
+        return Err(BadInput("the query is empty".into()).into());
+    }
+    let outcome = embedder.search(&index, request(query.clone()))?;
+    if let Some(note) = fallback_note(mode, &outcome) {
+        eprintln!("{note}");
+    }
+    if args.json {
+        println!("{}", outcome_json(&query, mode, &outcome));
+    } else {
+        println!("{}", outcome_human(&outcome));
+    }
+    Ok(Exit::Ok)
+}
+
+/// One BEIR query line: `_id` (string or number) and `text`.
+fn parse_query_line(line: &str) -> Result<(String, String), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let id = match v.get("_id") {
+        Some(serde_json::Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => return Err("missing `_id`".into()),
+    };
+    let text = v
+        .get("text")
+        .and_then(|t| t.as_str())
+        .ok_or("missing `text` (a string)")?;
+    Ok((id, text.to_string()))
 }

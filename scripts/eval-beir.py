@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Evaluate deloop retrieval on a BEIR dataset (SciFact by default).
+
+Builds indexes with the `deloop` binary, runs `deloop search --queries
+--json` for every retrieval mode, and computes nDCG@10 and recall@100 itself
+from the qrels (no evaluation library), plus indexing throughput and query
+latency (p50/p95 of the per-query `took_ms` that deloop reports: query
+embedding + search, without process start-up or model loading).
+
+Usage (release build first: `cargo build --release -p deloop`):
+
+    python3 scripts/eval-beir.py [--deloop target/release/deloop]
+        [--data ../shared/data/scifact] [--work /tmp/deloop-beir]
+        [--reuse] [--json results.json]
+
+Standard library only. Prints a markdown table.
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("DELOOP_SHARED_DIR")
+    return Path(env) if env else ROOT.parent / "shared"
+
+
+def load_qrels(path: Path) -> dict:
+    """query-id -> {corpus-id: relevance} (CRLF tolerated, header skipped)."""
+    qrels: dict = {}
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            parts = line.rstrip("\r\n").split("\t")
+            if n == 0 and parts[0] == "query-id":
+                continue
+            if len(parts) != 3:
+                continue
+            qid, did, score = parts
+            if int(score) > 0:
+                qrels.setdefault(qid, {})[did] = int(score)
+    return qrels
+
+
+def ndcg_at(ranked: list, rel: dict, k: int) -> float:
+    """nDCG@k with linear gains (as BEIR/pytrec_eval), log2(rank+1) discount."""
+    dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(rel.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at(ranked: list, rel: dict, k: int) -> float:
+    if not rel:
+        return 0.0
+    top = set(ranked[:k])
+    return sum(1 for d in rel if d in top) / len(rel)
+
+
+def percentile(values: list, p: float) -> float:
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    idx = max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))
+    return s[idx]
+
+
+def run(cmd: list, **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        sys.exit(f"command failed ({res.returncode}): {' '.join(map(str, cmd))}\n{res.stderr}")
+    return res
+
+
+def build(deloop: str, corpus: Path, db: Path, embedder: str, stemmer: str, reuse: bool) -> dict:
+    if reuse and db.exists():
+        return {}
+    cmd = [deloop, "index", "--format", "beir", "--db", str(db), "--embedder", embedder,
+           "--stemmer", stemmer, "--reindex", "--quiet", "--json", str(corpus)]
+    t0 = time.time()
+    res = run(cmd)
+    stats = json.loads(res.stdout.strip().splitlines()[-1])
+    stats["wall_seconds"] = time.time() - t0
+    return stats
+
+
+def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict) -> dict:
+    cmd = [deloop, "search", "--db", str(db), "--queries", str(queries), "--json",
+           "--k", "100", "--retrieval", mode]
+    res = run(cmd)
+    ndcg, recall, took = [], [], []
+    got = {}
+    for line in res.stdout.splitlines():
+        if line.strip():
+            row = json.loads(line)
+            got[row["query_id"]] = row
+    for qid, rel in qrels.items():
+        row = got.get(qid)
+        ranked = [h["id"] for h in row["hits"]] if row else []
+        ndcg.append(ndcg_at(ranked, rel, 10))
+        recall.append(recall_at(ranked, rel, 100))
+        if row:
+            took.append(row.get("took_ms", float("nan")))
+    return {
+        "ndcg@10": statistics.fmean(ndcg),
+        "recall@100": statistics.fmean(recall),
+        "p50_ms": percentile(took, 50),
+        "p95_ms": percentile(took, 95),
+        "queries": len(qrels),
+        "fallback": res.stderr.strip() or None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--deloop", default=str(ROOT / "target/release/deloop"))
+    ap.add_argument("--data", default=str(shared_dir() / "data/scifact"))
+    ap.add_argument("--work", default="/tmp/deloop-beir")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--reuse", action="store_true", help="keep existing index files")
+    ap.add_argument("--no-minilm", action="store_true", help="lexical runs only")
+    ap.add_argument("--json", help="also write the results to this file")
+    a = ap.parse_args()
+
+    data = Path(a.data)
+    corpus, qfile = data / "corpus.jsonl", data / "queries.jsonl"
+    qrels = load_qrels(data / "qrels" / f"{a.split}.tsv")
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+
+    # Only the queries of the split (queries.jsonl holds train and test).
+    test_queries = work / f"queries-{a.split}.jsonl"
+    with qfile.open(encoding="utf-8") as f, test_queries.open("w", encoding="utf-8") as out:
+        for line in f:
+            q = json.loads(line)
+            if q["_id"] in qrels:
+                out.write(json.dumps({"_id": q["_id"], "text": q["text"]}) + "\n")
+
+    results = {"queries": len(qrels), "builds": {}, "runs": {}}
+    builds = [("porter", "none", "porter"), ("unicode61", "none", "none")]
+    if not a.no_minilm:
+        builds.append(("minilm", "minilm", "porter"))
+    for name, embedder, stemmer in builds:
+        db = work / f"{name}.db"
+        stats = build(a.deloop, corpus, db, embedder, stemmer, a.reuse)
+        results["builds"][name] = stats
+        if stats:
+            rate = stats["chunks_written"] / stats["seconds"] if stats["seconds"] else 0
+            print(f"index {name}: {stats['chunks_written']} chunks in {stats['seconds']:.1f}s "
+                  f"= {rate:.1f} chunks/s (embedder {stats['embedder']})", file=sys.stderr)
+
+    plan = [("porter", "lexical"), ("unicode61", "lexical")]
+    if not a.no_minilm:
+        plan += [("minilm", "lexical"), ("minilm", "vector"), ("minilm", "hybrid")]
+    for db_name, mode in plan:
+        r = evaluate(a.deloop, work / f"{db_name}.db", test_queries, mode, qrels)
+        results["runs"][f"{db_name}/{mode}"] = r
+        print(f"{db_name}/{mode}: nDCG@10 {r['ndcg@10']:.4f} recall@100 {r['recall@100']:.4f}",
+              file=sys.stderr)
+
+    print(f"\n| index / retrieval | nDCG@10 | recall@100 | p50 ms | p95 ms |")
+    print("|---|---|---|---|---|")
+    for key, r in results["runs"].items():
+        print(f"| {key} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} "
+              f"| {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |")
+    print(f"\n{len(qrels)} queries ({a.split} split)")
+    for name, s in results["builds"].items():
+        if s:
+            rate = s["chunks_written"] / s["seconds"] if s["seconds"] else 0
+            print(f"- index {name}: {s['chunks_written']} chunks, {s['seconds']:.1f} s, "
+                  f"{rate:.1f} chunks/s")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
