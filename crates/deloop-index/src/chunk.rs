@@ -128,12 +128,7 @@ pub fn chunk_text(text: &str, markdown: bool, cfg: ChunkConfig) -> Vec<Chunk> {
                 }),
             }
             if let Some(s) = sections.last_mut() {
-                s.units.push(Unit {
-                    start,
-                    end,
-                    line: line_no,
-                    block_start: true,
-                });
+                push_line(text, &mut s.units, (start, end), line_no, true, max, piece);
             }
             continue;
         }
@@ -149,25 +144,15 @@ pub fn chunk_text(text: &str, markdown: bool, cfg: ChunkConfig) -> Vec<Chunk> {
             continue;
         };
         section.only_headings = false;
-        if end - start <= max {
-            section.units.push(Unit {
-                start,
-                end,
-                line: line_no,
-                block_start,
-            });
-        } else {
-            let mut first = true;
-            for (a, b) in split_long(text, start, end, piece) {
-                section.units.push(Unit {
-                    start: a,
-                    end: b,
-                    line: line_no,
-                    block_start: block_start && first,
-                });
-                first = false;
-            }
-        }
+        push_line(
+            text,
+            &mut section.units,
+            (start, end),
+            line_no,
+            block_start,
+            max,
+            piece,
+        );
     }
 
     let mut chunks = Vec::new();
@@ -175,6 +160,36 @@ pub fn chunk_text(text: &str, markdown: bool, cfg: ChunkConfig) -> Vec<Chunk> {
         pack(text, s, max, overlap, &mut chunks);
     }
     chunks
+}
+
+/// Adds one line as a unit, or as pieces of about `piece` bytes when it is
+/// longer than `max`.
+fn push_line(
+    text: &str,
+    units: &mut Vec<Unit>,
+    (start, end): (usize, usize),
+    line: usize,
+    block_start: bool,
+    max: usize,
+    piece: usize,
+) {
+    if end - start <= max {
+        units.push(Unit {
+            start,
+            end,
+            line,
+            block_start,
+        });
+        return;
+    }
+    for (i, (a, b)) in split_long(text, start, end, piece).into_iter().enumerate() {
+        units.push(Unit {
+            start: a,
+            end: b,
+            line,
+            block_start: block_start && i == 0,
+        });
+    }
 }
 
 /// Greedy packing of one section's units into bounded, overlapping chunks.

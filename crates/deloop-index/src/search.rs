@@ -317,12 +317,13 @@ mod tests {
     #[test]
     fn rrf_orders_by_fused_rank() {
         let lex = [(10, 5.0), (20, 4.0), (30, 3.0)];
-        let vec = [(30, 0.9), (20, 0.8), (40, 0.7)];
+        let vec = [(20, 0.9), (40, 0.8), (30, 0.7)];
         let f = reciprocal_rank_fusion(&[&lex, &vec], 60.0);
         let ids: Vec<i64> = f.iter().map(|x| x.0).collect();
-        // 20: 1/62+1/62, 30: 1/63+1/61, 10: 1/61, 40: 1/63.
+        // 20: 1/62+1/61, 30: 2/63, 10: 1/61, 40: 1/62.
         assert_eq!(ids, vec![20, 30, 10, 40]);
-        assert!((f[0].1 - 2.0 / 62.0).abs() < 1e-6);
+        assert!((f[0].1 - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-6);
+        assert!((f[1].1 - 2.0 / 63.0).abs() < 1e-6);
         assert!(reciprocal_rank_fusion(&[], 60.0).is_empty());
     }
 
