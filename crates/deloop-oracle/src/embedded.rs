@@ -20,6 +20,67 @@ pub const EMBEDDED_DOCS: &[(&str, &str)] = &[
     ("docs/oracle.md", include_str!("../../../docs/oracle.md")),
 ];
 
+/// Where the embedded documents are written for an index at `db`: the
+/// `embedded-docs` directory beside it.
+pub fn embedded_root(db: &std::path::Path) -> std::path::PathBuf {
+    db.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| std::path::Path::new("."))
+        .join("embedded-docs")
+}
+
+/// What building the default index did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultIndex {
+    /// The directory holding the written documents (sources are shown
+    /// relative to it).
+    pub root: std::path::PathBuf,
+    /// Documents indexed.
+    pub documents: usize,
+    /// Chunks written.
+    pub chunks: u64,
+    /// The embedder id recorded in the index (`none` for lexical only).
+    pub embedder: String,
+}
+
+/// Builds the default index at `db` from [`EMBEDDED_DOCS`]: writes them
+/// under [`embedded_root`] (so citations point at real files) and indexes
+/// them with `embedder` (none: lexical only).
+pub fn build_default_index(
+    db: &std::path::Path,
+    embedder: Option<&dyn deloop_index::Embedder>,
+) -> deloop_index::Result<(deloop_index::Index, DefaultIndex)> {
+    let root = embedded_root(db);
+    for (name, text) in EMBEDDED_DOCS {
+        let path = root.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| deloop_index::Error::Io {
+                path: parent.display().to_string(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| deloop_index::Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    let root = std::fs::canonicalize(&root).map_err(|source| deloop_index::Error::Io {
+        path: root.display().to_string(),
+        source,
+    })?;
+    let mut index = deloop_index::Index::open(db)?;
+    let stats = index.index_paths(std::slice::from_ref(&root), embedder, &mut |_| {})?;
+    Ok((
+        index,
+        DefaultIndex {
+            root,
+            documents: EMBEDDED_DOCS.len(),
+            chunks: stats.chunks_total,
+            embedder: stats.embedder,
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +93,38 @@ mod tests {
             assert!(!text.trim().is_empty(), "{name} is empty");
         }
         assert!(EMBEDDED_DOCS[0].1.contains("deloop"));
+    }
+
+    #[test]
+    fn builds_a_lexical_default_index_with_relative_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(".deloop/index.db");
+        let (index, built) = build_default_index(&db, None).unwrap();
+        assert!(db.is_file());
+        assert_eq!(built.documents, EMBEDDED_DOCS.len());
+        assert!(built.chunks >= EMBEDDED_DOCS.len() as u64);
+        let got = crate::retrieve::retrieve(
+            &index,
+            None,
+            "How do I stop a looping stream?",
+            None,
+            &crate::retrieve::RetrieveOptions {
+                mode: deloop_index::Retrieval::Hybrid,
+                k: 5,
+                query_vector: crate::hyde::QueryVectorMode::Average,
+            },
+            Some(&built.root),
+        )
+        .unwrap();
+        assert_eq!(got.used, deloop_index::Retrieval::Lexical);
+        assert!(got.fallback_reason.is_some());
+        assert!(!got.passages.is_empty());
+        for p in &got.passages {
+            assert!(
+                EMBEDDED_DOCS.iter().any(|(name, _)| *name == p.source),
+                "{}",
+                p.source
+            );
+        }
     }
 }

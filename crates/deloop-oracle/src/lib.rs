@@ -10,7 +10,11 @@
 //!   substring guard → degraded fallback, refusals, citations;
 //! * [`citations`] — citations checked against the retrieved passages;
 //! * [`extractive`] — the answer without any LLM: the best passages;
-//! * [`messages`] — every fixed message, per mode and language.
+//! * [`messages`] — every fixed message, per mode and language;
+//! * [`hyde`] — hypothetical passages, query vectors, the passage cache;
+//! * [`retrieve`] — retrieval over a deloop index, HyDE included;
+//! * [`embedded`] — deloop's own docs, the corpus of the default index;
+//! * [`remote_embedder`] — remote embeddings behind the index's sync trait.
 #![deny(missing_docs)]
 
 pub mod citations;
@@ -20,6 +24,8 @@ pub mod hyde;
 pub mod language;
 pub mod messages;
 pub mod prompts;
+pub mod remote_embedder;
+pub mod retrieve;
 pub mod synthesis;
 mod types;
 

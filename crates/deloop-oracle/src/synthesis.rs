@@ -171,10 +171,15 @@ pub fn finish_reply(
         out.citations = checked.kept;
         out.dropped_citations = checked.dropped;
     }
+    let core_lang = match lang {
+        Language::Es => deloop_core::pipeline::Language::Es,
+        Language::En => deloop_core::pipeline::Language::En,
+    };
     let config = AnswerGuardConfig {
         clamp: guards.clamp.clone(),
         min_chars: guards.min_chars,
         fallback: fallback.to_owned(),
+        ..AnswerGuardConfig::for_language(core_lang)
     };
     let mut guarded = guard_answer(&text, &config);
     if *end == ReplyEnd::LoopCut {
