@@ -1,0 +1,291 @@
+//! End-to-end tests of `deloop index` and `deloop search`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn deloop(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("DELOOP_DB")
+        .env_remove("DELOOP_EMBEDDER")
+        .env_remove("DELOOP_CONFIG")
+        .output()
+        .expect("run deloop")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn docs(dir: &Path) {
+    let d = dir.join("docs");
+    std::fs::create_dir_all(d.join("guias")).unwrap();
+    std::fs::write(
+        d.join("guias/cuenta.md"),
+        "# Cuenta\n\nPara cambiar la contraseña abre Ajustes y pulsa Seguridad.\n\n\
+         ## Recuperación\n\nSi olvidaste la contraseña pide un enlace por correo.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("reset.txt"),
+        "How to reset your password: open the settings page and choose Security.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("deploy.md"),
+        "# Deploy\n\nShip the binary with the release script.\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("latin1.md"), b"caf\xe9\n").unwrap();
+}
+
+#[test]
+fn index_then_search_lexically() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let out = deloop(
+        tmp.path(),
+        &["index", "--embedder", "none", "--json", "docs"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["seen"], 4);
+    assert_eq!(stats["updated"], 3);
+    assert_eq!(stats["failed"], 1);
+    assert_eq!(stats["embedder"], "none");
+    assert!(
+        tmp.path().join(".deloop/index.db").is_file(),
+        "default db path"
+    );
+    let err = text(&out.stderr);
+    assert!(err.contains("latin1.md") && err.contains("UTF-8"), "{err}");
+
+    // Accent-insensitive, human output with path and lines.
+    let out = deloop(
+        tmp.path(),
+        &["search", "--retrieval", "lexical", "contrasena"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    assert!(o.contains("docs/guias/cuenta.md:1-3"), "{o}");
+    assert!(o.contains("Cuenta > Recuperación"), "{o}");
+
+    // JSON output; hybrid falls back to lexical and says so.
+    let out = deloop(
+        tmp.path(),
+        &["search", "--json", "--k", "1", "reset password"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["retrieval_requested"], "hybrid");
+    assert_eq!(v["retrieval_used"], "lexical");
+    assert!(v["fallback_reason"]
+        .as_str()
+        .unwrap()
+        .contains("no vectors"));
+    assert_eq!(v["hits"].as_array().unwrap().len(), 1);
+    assert!(v["hits"][0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("reset.txt"));
+    assert!(text(&out.stderr).contains("fell back to lexical"));
+
+    // Re-running is incremental.
+    let out = deloop(tmp.path(), &["index", "--json", "-q", "docs"]);
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["unchanged"], 3);
+    assert_eq!(stats["chunks_written"], 0);
+    assert!(out.stderr.is_empty(), "quiet: {}", text(&out.stderr));
+
+    // Switching embedder without --reindex is refused with advice.
+    let out = deloop(tmp.path(), &["index", "--embedder", "minilm", "docs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("--reindex"), "{err}");
+}
+
+#[test]
+fn hostile_query_text_is_searched_literally() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let db = tmp.path().join("i.db");
+    let db = db.to_str().unwrap();
+    let out = deloop(
+        tmp.path(),
+        &["index", "--db", db, "--embedder", "none", "docs"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    for q in ["\"unbalanced", "NEAR(a b", "col:release*", "^(", "AND"] {
+        let out = deloop(
+            tmp.path(),
+            &["search", "--db", db, "--retrieval", "lexical", "--", q],
+        );
+        assert_eq!(out.status.code(), Some(0), "{q}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn hybrid_search_with_minilm_and_batch_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let out = deloop(
+        tmp.path(),
+        &["index", "--embedder", "minilm", "--json", "docs"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "MiniLM must be installed (scripts/setup-model.sh): {}",
+        text(&out.stderr)
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["embedder"], "minilm:all-MiniLM-L6-v2");
+
+    // Vector search finds a paraphrase with no shared word.
+    let out = deloop(
+        tmp.path(),
+        &[
+            "search",
+            "--json",
+            "--retrieval",
+            "vector",
+            "--k",
+            "1",
+            "publishing a new version",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["retrieval_used"], "vector");
+    assert!(v["fallback_reason"].is_null());
+    assert!(v["hits"][0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("deploy.md"));
+
+    let out = deloop(tmp.path(), &["search", "--json", "forgot my password"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["retrieval_used"], "hybrid");
+
+    // Batch mode: one line per query, ids are chunk ids here.
+    std::fs::write(
+        tmp.path().join("q.jsonl"),
+        "{\"_id\": \"q1\", \"text\": \"reset password\"}\n\n{\"_id\": 2, \"text\": \"release\"}\n",
+    )
+    .unwrap();
+    let out = deloop(
+        tmp.path(),
+        &["search", "--queries", "q.jsonl", "--json", "--k", "2"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["query_id"], "q1");
+    assert_eq!(lines[1]["query_id"], "2");
+    let hits = lines[0]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0]["id"].as_str().unwrap().parse::<i64>().is_ok());
+    assert!(hits[0]["score"].as_f64().unwrap() >= hits[1]["score"].as_f64().unwrap());
+}
+
+#[test]
+fn beir_corpus_and_batch_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("corpus.jsonl"),
+        concat!(
+            r#"{"_id": "4983", "title": "Microstructural development", "text": "Diffusion tensor imaging of white matter in preterm infants.", "metadata": {}}"#,
+            "\n",
+            r#"{"_id": "5836", "title": "Induction of myelodysplasia", "text": "Myelodysplastic syndromes in mice.", "metadata": {}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("queries.jsonl"),
+        "{\"_id\": \"1\", \"text\": \"white matter in infants\"}\n",
+    )
+    .unwrap();
+    let out = deloop(
+        tmp.path(),
+        &[
+            "index",
+            "--db",
+            "b.db",
+            "--format",
+            "beir",
+            "--embedder",
+            "none",
+            "corpus.jsonl",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = deloop(
+        tmp.path(),
+        &[
+            "search",
+            "--db",
+            "b.db",
+            "--queries",
+            "queries.jsonl",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["query_id"], "1");
+    assert_eq!(v["hits"][0]["id"], "4983");
+
+    // A malformed query line names its number.
+    std::fs::write(
+        tmp.path().join("bad.jsonl"),
+        "{\"_id\": \"1\", \"text\": \"x\"}\n{oops\n",
+    )
+    .unwrap();
+    let out = deloop(
+        tmp.path(),
+        &["search", "--db", "b.db", "--queries", "bad.jsonl", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("line 2"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = deloop(tmp.path(), &["search", "--db", "missing.db", "anything"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("deloop index"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = deloop(tmp.path(), &["index", "no/such/dir"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no/such/dir"));
+
+    docs(tmp.path());
+    deloop(tmp.path(), &["index", "--embedder", "none", "-q", "docs"]);
+    let out = deloop(tmp.path(), &["search", "--hyde", "password"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--hyde"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = deloop(
+        tmp.path(),
+        &["index", "--format", "beir", "a.jsonl", "b.jsonl"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
