@@ -1,12 +1,263 @@
-//! `deloop clamp`.
+//! `deloop clamp`: cut periodic loops (repeated words or substrings) out of
+//! LLM text, in batch or while the text streams in.
 
-use crate::exit::{not_implemented, Exit};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use deloop_core::repetition::{clamp, ClampConfig, StreamCut, StreamWatcher};
+
+use crate::exit::{BadInput, Exit};
+use crate::{input, render};
 
 /// Flags of `deloop clamp`.
+///
+/// Prints the guarded text: the healthy prefix, one copy of the repeated
+/// unit and the marker ` […]` when a loop was cut, the input unchanged
+/// otherwise. Exit codes: 0 nothing cut, 3 a loop was cut, 2 bad input or
+/// usage (invalid UTF-8 without --lossy, unreadable or invalid --config),
+/// 1 I/O failure while reading or writing.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The text to read; `-` or nothing reads standard input.
+    pub file: Option<PathBuf>,
+    /// Print one JSON object: `text`, `clamped`, the first report's fields
+    /// (`detector`, `period`, `unit`, `start`, `keep_bytes`,
+    /// `removed_bytes`) and `reports` (every guard that fired).
+    #[arg(long, conflicts_with = "stream")]
+    pub json: bool,
+    /// Copy the input to standard output as it arrives (flushed per chunk)
+    /// and stop reading where the batch guard would first fire: the output
+    /// ends at the cut plus the marker. Bytes of the loop written in
+    /// earlier chunks cannot be taken back; the cut offset goes to stderr.
+    #[arg(long)]
+    pub stream: bool,
+    /// The seed's exact rules (`clampRepetition` + `clampSubstringRepetition`):
+    /// no long periods, no protections for tables/code/rules, tokens
+    /// re-joined with spaces, substring cut before the loop and trimmed.
+    #[arg(long)]
+    pub seed_compat: bool,
+    /// Replace invalid UTF-8 with U+FFFD instead of refusing the input
+    /// (with --stream invalid bytes pass through unchanged and count as
+    /// U+FFFD for detection).
+    #[arg(long)]
+    pub lossy: bool,
+    /// A TOML (or `.json`) file with guard settings: `[words]`,
+    /// `[substring]`, `[healthy]` tables (see docs/repetition.md). Flags
+    /// below override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Largest short word period (words.max_period, at most 16).
+    #[arg(long, value_name = "N")]
+    pub max_period: Option<usize>,
+    /// Minimum run of repeated words (words.min_run).
+    #[arg(long, value_name = "N")]
+    pub min_run: Option<usize>,
+    /// Largest long word period, 0 turns long periods off
+    /// (words.long_max_period).
+    #[arg(long, value_name = "N")]
+    pub long_max_period: Option<usize>,
+    /// Copies of a short unit needed by the substring guard
+    /// (substring.min_copies).
+    #[arg(long, value_name = "N")]
+    pub min_copies: Option<usize>,
+    /// Text appended where a loop was cut (both guards).
+    #[arg(long, value_name = "TEXT")]
+    pub marker: Option<String>,
+    /// Turn off the false-positive protections (healthy.enabled = false).
+    #[arg(long)]
+    pub no_protections: bool,
+}
 
 /// Runs `deloop clamp`.
-pub fn run(_args: Args) -> anyhow::Result<Exit> {
-    Err(not_implemented("clamp", 2))
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let config = build_config(&args)?;
+    if args.stream {
+        return run_stream(&args, config);
+    }
+    let text = input::read_text(args.file.as_deref(), args.lossy)?;
+    let out = clamp(&text, &config);
+    let clamped = out.is_clamped();
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        stdout.write_all(render::clamp::json(&out).as_bytes())?;
+    } else {
+        stdout.write_all(render::clamp::text(&out).as_bytes())?;
+        if let Some(note) = render::clamp::note(&out) {
+            eprint!("{note}");
+        }
+    }
+    stdout.flush()?;
+    Ok(if clamped { Exit::LoopFound } else { Exit::Ok })
+}
+
+/// The guard settings: defaults or the seed's, then `--config`, then flags.
+fn build_config(args: &Args) -> anyhow::Result<ClampConfig> {
+    let mut config = match &args.config {
+        Some(path) => load_config(path)?,
+        None if args.seed_compat => ClampConfig::seed_compat(),
+        None => ClampConfig::default(),
+    };
+    if args.seed_compat && args.config.is_some() {
+        return Err(BadInput(
+            "--seed-compat and --config both set the guard rules; use one of them".into(),
+        )
+        .into());
+    }
+    if let Some(n) = args.max_period {
+        config.words.max_period = n;
+    }
+    if let Some(n) = args.min_run {
+        config.words.min_run = n;
+    }
+    if let Some(n) = args.long_max_period {
+        config.words.long_max_period = n;
+    }
+    if let Some(n) = args.min_copies {
+        config.substring.min_copies = n;
+    }
+    if let Some(m) = &args.marker {
+        config.words.marker = m.clone();
+        config.substring.marker = m.clone();
+    }
+    if args.no_protections {
+        config.healthy.enabled = false;
+    }
+    Ok(config)
+}
+
+fn load_config(path: &Path) -> anyhow::Result<ClampConfig> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BadInput(format!("cannot read config {}: {e}", path.display())))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    } else {
+        toml::from_str(&text).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|e| {
+        BadInput(format!(
+            "invalid guard config {}: {e} (keys are listed in docs/repetition.md)",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// Checks UTF-8 across chunk boundaries.
+#[derive(Default)]
+struct Utf8Check {
+    pending: Vec<u8>,
+    offset: usize,
+}
+
+impl Utf8Check {
+    /// `Err(offset)` of the first invalid byte in the stream.
+    fn feed(&mut self, chunk: &[u8]) -> Result<(), usize> {
+        let mut data = std::mem::take(&mut self.pending);
+        let base = self.offset - data.len();
+        data.extend_from_slice(chunk);
+        self.offset += chunk.len();
+        match std::str::from_utf8(&data) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                self.pending = data[e.valid_up_to()..].to_vec();
+                Ok(())
+            }
+            Err(e) => Err(base + e.valid_up_to()),
+        }
+    }
+
+    fn finish(&self) -> Result<(), usize> {
+        if self.pending.is_empty() {
+            Ok(())
+        } else {
+            Err(self.offset - self.pending.len())
+        }
+    }
+}
+
+fn not_utf8(offset: usize) -> anyhow::Error {
+    BadInput(format!(
+        "input is not valid UTF-8 (first invalid byte at offset {offset}); \
+         fix the encoding or pass --lossy to let invalid bytes through"
+    ))
+    .into()
+}
+
+fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
+    let mut reader: Box<dyn Read> = match args.file.as_deref() {
+        None => Box::new(std::io::stdin().lock()),
+        Some(p) if p.as_os_str() == "-" => Box::new(std::io::stdin().lock()),
+        Some(p) => Box::new(
+            File::open(p).map_err(|e| BadInput(format!("cannot read {}: {e}", p.display())))?,
+        ),
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut watcher = StreamWatcher::new(config);
+    let mut utf8 = Utf8Check::default();
+    let mut buf = vec![0u8; 8192];
+    let mut written = 0usize;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(anyhow::Error::new(e).context("reading the stream")),
+        };
+        let chunk = &buf[..n];
+        if !args.lossy {
+            utf8.feed(chunk).map_err(not_utf8)?;
+        }
+        if let Some(cut) = watcher.feed(chunk) {
+            return finish_cut(&mut stdout, chunk, written, &cut);
+        }
+        stdout.write_all(chunk)?;
+        stdout.flush()?;
+        written += n;
+    }
+    if !args.lossy {
+        utf8.finish().map_err(not_utf8)?;
+    }
+    if let Some(cut) = watcher.finish() {
+        return finish_cut(&mut stdout, &[], written, &cut);
+    }
+    Ok(Exit::Ok)
+}
+
+/// Writes the part of the last chunk before the cut, the marker, and the
+/// note on stderr.
+fn finish_cut(
+    out: &mut impl Write,
+    chunk: &[u8],
+    written: usize,
+    cut: &StreamCut,
+) -> anyhow::Result<Exit> {
+    if cut.keep_bytes > written {
+        let take = (cut.keep_bytes - written).min(chunk.len());
+        out.write_all(&chunk[..take])?;
+    }
+    out.write_all(render::clamp::stream_tail(cut).as_bytes())?;
+    out.flush()?;
+    eprint!("{}", render::clamp::stream_note(cut, written));
+    Ok(Exit::LoopFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_check_across_chunks() {
+        let mut c = Utf8Check::default();
+        assert!(c.feed(b"ab\xe2").is_ok());
+        assert!(c.feed(b"\x82").is_ok());
+        assert!(c.feed(b"\xacz").is_ok());
+        assert!(c.finish().is_ok());
+        let mut c = Utf8Check::default();
+        assert!(c.feed(b"abc").is_ok());
+        assert_eq!(c.feed(b"d\xffe"), Err(4));
+        let mut c = Utf8Check::default();
+        assert!(c.feed(b"ab\xe2\x82").is_ok());
+        assert_eq!(c.finish(), Err(2));
+    }
 }

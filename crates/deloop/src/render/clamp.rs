@@ -1,1 +1,115 @@
 //! Output formats (human and JSON) for the `clamp` command family.
+
+use deloop_core::repetition::{ClampReport, Clamped, Detector, StreamCut};
+use serde_json::{json, Value};
+
+fn detector_name(d: Detector) -> &'static str {
+    match d {
+        Detector::WordPeriod => "word period",
+        Detector::LongPeriod => "long word period",
+        Detector::Substring => "substring",
+    }
+}
+
+fn unit_label(r: &ClampReport) -> &'static str {
+    if r.detector == Detector::Substring {
+        "characters"
+    } else {
+        "words"
+    }
+}
+
+/// The guarded text as printed by `deloop clamp`: the text itself, with a
+/// final newline added after the marker when a loop was cut.
+pub fn text(out: &Clamped) -> String {
+    let mut s = out.text.clone();
+    if out.is_clamped() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+/// One line for stderr when a loop was cut (human mode).
+pub fn note(out: &Clamped) -> Option<String> {
+    let r = out.report()?;
+    Some(format!(
+        "deloop: loop cut ({}, period {} {}, starts at byte {}, {} bytes removed)\n",
+        detector_name(r.detector),
+        r.period,
+        unit_label(r),
+        r.start,
+        r.removed_bytes
+    ))
+}
+
+/// The `--json` object: `text`, `clamped`, the first report's fields
+/// (null when nothing was cut) and `reports`.
+pub fn json(out: &Clamped) -> String {
+    let first = out.report();
+    let field = |f: fn(&ClampReport) -> Value| first.map_or(Value::Null, f);
+    let obj = json!({
+        "text": out.text,
+        "clamped": out.is_clamped(),
+        "detector": field(|r| json!(r.detector)),
+        "period": field(|r| json!(r.period)),
+        "unit": field(|r| json!(r.unit)),
+        "start": field(|r| json!(r.start)),
+        "keep_bytes": field(|r| json!(r.keep_bytes)),
+        "removed_bytes": field(|r| json!(r.removed_bytes)),
+        "reports": out.reports,
+    });
+    format!("{obj}\n")
+}
+
+/// What `--stream` writes after the kept bytes: the marker and a newline.
+pub fn stream_tail(cut: &StreamCut) -> String {
+    format!("{}\n", cut.replacement_tail)
+}
+
+/// One line for stderr when `--stream` cut the stream. `written` is how
+/// many bytes had been copied before the chunk that revealed the loop.
+pub fn stream_note(cut: &StreamCut, written: usize) -> String {
+    let r = &cut.report;
+    let late = written.saturating_sub(cut.keep_bytes);
+    let mut s = format!(
+        "deloop: loop cut ({}, period {} {}, starts at byte {}, kept {} bytes, seen at byte {})",
+        detector_name(r.detector),
+        r.period,
+        unit_label(r),
+        r.start,
+        cut.keep_bytes,
+        cut.detected_at
+    );
+    if late > 0 {
+        s.push_str(&format!(
+            "; {late} bytes after the cut were already written in earlier chunks"
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deloop_core::repetition::{clamp, ClampConfig};
+
+    #[test]
+    fn json_has_text_clamped_and_report_fields() {
+        let input = format!("Intro line here. {}", "again and again ".repeat(30));
+        let out = clamp(&input, &ClampConfig::default());
+        let v: Value = serde_json::from_str(&json(&out)).unwrap();
+        assert_eq!(v["clamped"], true);
+        assert_eq!(v["detector"], "word_period");
+        assert_eq!(v["period"], 2);
+        assert!(v["text"].as_str().unwrap().ends_with("[…]"));
+        assert_eq!(v["reports"].as_array().unwrap().len(), 1);
+        let calm = clamp("short", &ClampConfig::default());
+        let v: Value = serde_json::from_str(&json(&calm)).unwrap();
+        assert_eq!(v["clamped"], false);
+        assert!(v["detector"].is_null());
+        assert_eq!(v["text"], "short");
+        assert!(note(&calm).is_none());
+        assert_eq!(text(&calm), "short");
+    }
+}
