@@ -313,6 +313,10 @@ impl<'a> Parser<'a> {
         if c.is_ascii_digit() || matches!(c, b'-' | b'{' | b'[') {
             return true;
         }
+        if opening_quote(self.b, m).is_some() {
+            // A string opened by another kind of quote (`"a", 'b'`).
+            return true;
+        }
         let e = self.ident_end(m);
         matches!(&self.b[m..e], b"true" | b"false" | b"null")
     }

@@ -1,12 +1,54 @@
-//! `deloop repair`.
+//! `deloop repair`: one valid JSON document from broken model output.
 
-use crate::exit::{not_implemented, Exit};
+use std::io::Write;
+use std::path::PathBuf;
+
+use deloop_core::rescue::{repair_with, RescueOptions};
+
+use crate::exit::{BadInput, Exit};
+use crate::{input, render};
 
 /// Flags of `deloop repair`.
+///
+/// Prints one compact, valid JSON document recovered from the input (code
+/// fences, prose, `<think>` blocks, inner quotes, truncation...). Exit
+/// codes: 0 repaired, 1 the input holds no JSON at all, 2 bad input
+/// (invalid UTF-8 without --lossy, too large, nested too deep).
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The model output to read; `-` or nothing reads standard input.
+    pub file: Option<PathBuf>,
+    /// Replace invalid UTF-8 with U+FFFD instead of refusing the input.
+    #[arg(long)]
+    pub lossy: bool,
+    /// Also list the repairs applied, on standard error.
+    #[arg(long)]
+    pub explain: bool,
+    /// Refuse inputs larger than this many bytes.
+    #[arg(long, default_value_t = RescueOptions::default().max_input_bytes)]
+    pub max_bytes: usize,
+}
 
 /// Runs `deloop repair`.
-pub fn run(_args: Args) -> anyhow::Result<Exit> {
-    Err(not_implemented("repair", 3))
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let text = input::read_text(args.file.as_deref(), args.lossy)?;
+    let opts = RescueOptions {
+        max_input_bytes: args.max_bytes,
+        ..RescueOptions::default()
+    };
+    match repair_with(&text, &opts) {
+        Ok(r) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(render::rescue::document(&r.value).as_bytes())?;
+            out.flush()?;
+            if args.explain {
+                eprint!("{}", render::rescue::repairs_line(&r.repairs));
+            }
+            Ok(Exit::Ok)
+        }
+        Err(e) if crate::cmd::rescue::is_bad_input(&e) => Err(BadInput(e.to_string()).into()),
+        Err(e) => Err(anyhow::anyhow!(
+            "{e}: the input holds no JSON value to repair (is this the model's reply?)"
+        )),
+    }
 }

@@ -1,1 +1,87 @@
-//! Output formats (human and JSON) for the `rescue` command family.
+//! Output formats (human and JSON) for the `rescue` command family
+//! (`deloop rescue`, `deloop repair`).
+
+use deloop_core::rescue::Repair;
+use serde_json::{json, Value};
+
+/// The value as printed by `deloop rescue`: a string raw (with a final
+/// newline), any other value as compact JSON.
+pub fn value_plain(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s}\n"),
+        other => format!("{other}\n"),
+    }
+}
+
+/// The `--json` report of `deloop rescue`:
+/// `{"ok": bool, "value": <JSON or null>, "repairs": [...]}`, plus
+/// `"error"` when nothing was rescued.
+pub fn report_json(value: Option<&Value>, repairs: &[Repair], error: Option<&str>) -> String {
+    let mut out = json!({
+        "ok": value.is_some(),
+        "value": value.cloned().unwrap_or(Value::Null),
+        "repairs": repairs,
+    });
+    if let Some(e) = error {
+        out["error"] = Value::String(e.to_owned());
+    }
+    format!("{out}\n")
+}
+
+/// One compact, valid JSON document (`deloop repair`).
+pub fn document(value: &Value) -> String {
+    format!("{value}\n")
+}
+
+/// The repairs as one line for standard error (`deloop repair --explain`).
+pub fn repairs_line(repairs: &[Repair]) -> String {
+    let names: Vec<String> = repairs
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r).map_or_else(
+                |_| format!("{r:?}"),
+                |v| v.as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    if names.is_empty() {
+        "repairs: none (the input was valid JSON)\n".to_owned()
+    } else {
+        format!("repairs: {}\n", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_prints_strings_raw_and_other_values_as_json() {
+        assert_eq!(value_plain(&json!("a \"b\"\nc")), "a \"b\"\nc\n");
+        assert_eq!(value_plain(&json!({"a": [1, null]})), "{\"a\":[1,null]}\n");
+    }
+
+    #[test]
+    fn json_report_shape() {
+        let r = report_json(Some(&json!("x")), &[Repair::ClosedTruncated], None);
+        let v: Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(
+            v,
+            json!({"ok": true, "value": "x", "repairs": ["closed_truncated"]})
+        );
+        let r = report_json(None, &[], Some("no JSON"));
+        let v: Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(
+            v,
+            json!({"ok": false, "value": null, "repairs": [], "error": "no JSON"})
+        );
+    }
+
+    #[test]
+    fn repairs_line_names_snake_case() {
+        assert_eq!(
+            repairs_line(&[Repair::StrippedCodeFence, Repair::EscapedInnerQuote]),
+            "repairs: stripped_code_fence, escaped_inner_quote\n"
+        );
+    }
+}
