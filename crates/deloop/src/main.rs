@@ -3,6 +3,7 @@
 //! lives here.
 
 mod cmd;
+mod config;
 mod exit;
 #[allow(dead_code)]
 mod input;
