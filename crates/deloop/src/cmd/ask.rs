@@ -462,3 +462,58 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     }
     Ok(exit)
 }
+
+/// HyDE for `deloop search --hyde`: the configured LLM, the HyDE settings
+/// of the config file / environment, and a runtime for the calls.
+pub(crate) struct SearchHyde {
+    rt: tokio::runtime::Runtime,
+    client: LlmClient,
+    params: HydeParams,
+    /// How the passage joins the query vector.
+    pub query_vector: QueryVectorMode,
+}
+
+impl SearchHyde {
+    /// From the config file (`$DELOOP_CONFIG` or `./deloop.toml`) and the
+    /// environment; an error when no LLM is configured.
+    pub(crate) fn from_config() -> anyhow::Result<Self> {
+        let config = Config::load(None)?;
+        let client = llm_client(&config)?.ok_or_else(|| {
+            BadInput(
+                "--hyde needs an LLM: set GEMINI_API_KEY, or OPENAI_BASE_URL and DELOOP_MODEL \
+                 (see docs/oracle.md)"
+                    .into(),
+            )
+        })?;
+        Ok(SearchHyde {
+            rt: runtime()?,
+            client,
+            params: HydeParams {
+                timeout: config.hyde_timeout(),
+                ..HydeParams::default()
+            },
+            query_vector: query_vector_mode(&config)?,
+        })
+    }
+
+    /// Sets the request's lexical expansion to the HyDE passage for its
+    /// text (cached in `index`), or leaves it unset when HyDE falls back;
+    /// the outcome says which.
+    pub(crate) fn expand(
+        &self,
+        index: &Index,
+        req: &mut deloop_index::SearchRequest,
+    ) -> HydeOutcome {
+        let lang = detect_language(&req.text);
+        let outcome = run_hyde(
+            &self.rt,
+            &self.client,
+            &IndexCache(index),
+            &req.text,
+            lang,
+            &self.params,
+        );
+        req.expansion = outcome.passage.clone();
+        outcome
+    }
+}

@@ -5,7 +5,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use deloop_index::{Embedder, Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
+use deloop_index::{Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
 
 use crate::cmd::index::{db_path, load_minilm, map_index_error};
 use crate::exit::{BadInput, Exit};
@@ -80,11 +80,23 @@ impl QueryEmbedder {
         })
     }
 
-    fn search(&self, index: &Index, mut req: SearchRequest) -> anyhow::Result<SearchOutcome> {
+    fn search(
+        &self,
+        index: &Index,
+        mut req: SearchRequest,
+        qv: deloop_oracle::hyde::QueryVectorMode,
+    ) -> anyhow::Result<SearchOutcome> {
         let mut reason = None;
         match self {
-            QueryEmbedder::Ready(m) => match m.embed(&[req.text.as_str()]) {
-                Ok(mut v) => req.vector = v.pop(),
+            // With a HyDE passage (`expansion`), the query vector combines
+            // question and passage as `qv` says; without, it is the question's.
+            QueryEmbedder::Ready(m) => match deloop_oracle::retrieve::query_vector(
+                m,
+                &req.text,
+                req.expansion.as_deref(),
+                qv,
+            ) {
+                Ok(v) => req.vector = Some(v),
                 Err(e) => reason = Some(format!("embedder failed: {e}")),
             },
             QueryEmbedder::Unavailable(r) => reason = Some(r.clone()),
@@ -102,12 +114,13 @@ impl QueryEmbedder {
 
 /// Runs `deloop search`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    if args.hyde {
-        anyhow::bail!(
-            "`deloop search --hyde` needs an LLM and is not wired yet (issue 5); \
-             run without --hyde, or use `deloop ask --hyde`"
-        );
-    }
+    // HyDE (docs/oracle.md): the LLM from the config file / environment.
+    let hyde = if args.hyde {
+        Some(crate::cmd::ask::SearchHyde::from_config()?)
+    } else {
+        None
+    };
+    let qv = hyde.as_ref().map(|h| h.query_vector).unwrap_or_default();
     let mode = match args.retrieval.as_str() {
         "lexical" => Retrieval::Lexical,
         "vector" => Retrieval::Vector,
@@ -116,6 +129,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let db = db_path(args.db.as_deref());
     let index = Index::open_existing(&db).map_err(map_index_error)?;
     let embedder = QueryEmbedder::for_index(&index, mode, &args)?;
+    let hyde_search = |index: &Index, mut req: SearchRequest| -> anyhow::Result<SearchOutcome> {
+        if let Some(h) = &hyde {
+            let outcome = h.expand(index, &mut req);
+            if let Some(reason) = &outcome.fallback_reason {
+                eprintln!("deloop search: HyDE fell back to the plain query: {reason}");
+            }
+        }
+        embedder.search(index, req, qv)
+    };
     let request = |text: String| SearchRequest {
         text,
         k: args.k,
@@ -138,7 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             let (id, text) = parse_query_line(&line)
                 .map_err(|e| BadInput(format!("{} line {}: {e}", file.display(), n + 1)))?;
             let started = Instant::now();
-            let outcome = embedder.search(&index, request(text))?;
+            let outcome = hyde_search(&index, request(text))?;
             let took_ms = started.elapsed().as_secs_f64() * 1000.0;
             if !noted {
                 if let Some(note) = fallback_note(mode, &outcome) {
@@ -163,7 +185,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if query.is_empty() {
         return Err(BadInput("the query is empty".into()).into());
     }
-    let outcome = embedder.search(&index, request(query.clone()))?;
+    let outcome = hyde_search(&index, request(query.clone()))?;
     if let Some(note) = fallback_note(mode, &outcome) {
         eprintln!("{note}");
     }
