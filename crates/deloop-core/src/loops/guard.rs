@@ -11,8 +11,37 @@ use super::detectors::compaction::Window;
 use super::detectors::{decide, Current, Done, Finding, Record, Rules, State};
 use super::hashing::{call_digest, digest_str, normalize_tool_name, Canon, Digest};
 use super::outcome::{classify_call, OutcomeHasher, PlainHash};
-use super::strict::{default_procedure, fingerprint_prefix, ArgEquivalence, SearchEquivalence};
+use super::strict::{
+    default_procedure, describe, fingerprint_prefix, ArgEquivalence, Procedure, SearchEquivalence,
+};
 use super::{Detector, Level, Outcome, Profile, Scope, ToolCall, Verdict};
+
+/// A small, fast, non-cryptographic hasher for the scope map (keys are
+/// agent and run names chosen by the caller; the map is capped anyway).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0 ^ 0xcbf2_9ce4_8422_2325;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            h = (h.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        self.0 = h;
+    }
+}
+
+/// `BuildHasher` for [`FastHasher`].
+pub(crate) type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 
 #[derive(Debug)]
 struct ScopeState {
@@ -31,7 +60,7 @@ pub struct Guard {
     config: LoopConfig,
     hasher: OutcomeHasher,
     equivalence: Box<dyn ArgEquivalence>,
-    scopes: HashMap<String, ScopeState>,
+    scopes: HashMap<String, ScopeState, FastBuild>,
     key_buf: String,
     tick: u64,
     seq: u64,
@@ -71,7 +100,7 @@ impl Guard {
             config,
             hasher: OutcomeHasher::new(),
             equivalence: Box::new(SearchEquivalence),
-            scopes: HashMap::new(),
+            scopes: HashMap::default(),
             key_buf: String::new(),
             tick: 0,
             seq: 0,
@@ -177,10 +206,18 @@ impl Guard {
                 let prefix = match &fp_prefix {
                     Some(p) => p.to_string(),
                     None => {
-                        let p = equivalence
-                            .procedure(&tool, call.args)
-                            .unwrap_or_else(|| default_procedure(&tool, call.args));
-                        fingerprint_prefix(agent, &p)
+                        let (operation, context) = match equivalence.procedure(&tool, call.args) {
+                            Some(p) => (p.operation, p.context),
+                            None => describe(&tool, call.args),
+                        };
+                        fingerprint_prefix(
+                            agent,
+                            &Procedure {
+                                operation,
+                                context,
+                                key: String::new(),
+                            },
+                        )
                     }
                 };
                 to_verdict(f, &prefix)
@@ -203,7 +240,7 @@ impl Guard {
                 verdict.terminate_run = true;
                 verdict
                     .message
-                    .push_str(" This is the second critical verdict in this run: end the run.");
+                    .push_str(" This run already had a critical verdict: end the run.");
             }
         }
         *seq += 1;
@@ -357,7 +394,7 @@ impl Guard {
 }
 
 fn scope_mut<'a>(
-    scopes: &'a mut HashMap<String, ScopeState>,
+    scopes: &'a mut HashMap<String, ScopeState, FastBuild>,
     key_buf: &mut String,
     tick: &mut u64,
     max_scopes: usize,

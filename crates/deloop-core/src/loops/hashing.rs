@@ -109,53 +109,78 @@ pub(crate) trait Sink {
     }
 }
 
-/// Buffered SHA-256 sink: small writes are coalesced so the compression
-/// function sees large blocks.
+/// Buffered SHA-256 sink: small writes are coalesced in a stack buffer so
+/// the compression function sees whole blocks (no heap allocation).
 pub(crate) struct HashWriter {
     hasher: Sha256,
-    buf: Vec<u8>,
+    buf: [u8; BUF],
+    len: usize,
 }
 
-const BUF: usize = 8192;
+const BUF: usize = 512;
 
 impl HashWriter {
     pub(crate) fn new() -> Self {
         HashWriter {
             hasher: Sha256::new(),
-            buf: Vec::with_capacity(256),
+            buf: [0; BUF],
+            len: 0,
         }
     }
 
     pub(crate) fn finish(mut self) -> Digest {
-        if !self.buf.is_empty() {
-            self.hasher.update(&self.buf);
+        if self.len > 0 {
+            self.hasher.update(&self.buf[..self.len]);
         }
         finish(self.hasher)
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        if self.len > 0 {
+            self.hasher.update(&self.buf[..self.len]);
+            self.len = 0;
+        }
     }
 }
 
 impl Sink for HashWriter {
     fn put_str(&mut self, s: &str) {
-        self.put(b"\"");
-        self.put(&(s.len() as u64).to_le_bytes());
+        // Tag byte plus LEB128 length: injective and short, so small
+        // arguments usually fit in one SHA-256 block.
+        let mut head = [0u8; 11];
+        head[0] = b'"';
+        let mut n = s.len() as u64;
+        let mut i = 1;
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                head[i] = byte;
+                i += 1;
+                break;
+            }
+            head[i] = byte | 0x80;
+            i += 1;
+        }
+        self.put(&head[..i]);
         self.put(s.as_bytes());
     }
 
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if bytes.len() >= BUF {
-            if !self.buf.is_empty() {
-                self.hasher.update(&self.buf);
-                self.buf.clear();
-            }
-            self.hasher.update(bytes);
+        if self.len + bytes.len() <= BUF {
+            self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
             return;
         }
-        if self.buf.len() + bytes.len() > BUF {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
+        self.flush();
+        if bytes.len() >= BUF {
+            self.hasher.update(bytes);
+        } else {
+            self.buf[..bytes.len()].copy_from_slice(bytes);
+            self.len = bytes.len();
         }
-        self.buf.extend_from_slice(bytes);
     }
 }
 
@@ -241,16 +266,36 @@ fn is_sorted(map: &Map<String, Value>) -> bool {
     true
 }
 
+/// Writes an integer in decimal without allocating.
+fn put_int<S: Sink>(w: &mut S, mut v: u64, negative: bool) {
+    let mut buf = [0u8; 21];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if negative {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    w.put(&buf[i..]);
+}
+
 fn write_number<S: Sink>(w: &mut S, n: &serde_json::Number) {
     const SAFE: f64 = 9_007_199_254_740_992.0; // 2^53
     if let Some(u) = n.as_u64() {
-        w.put(u.to_string().as_bytes());
+        put_int(w, u, false);
     } else if let Some(i) = n.as_i64() {
-        w.put(i.to_string().as_bytes());
+        put_int(w, i.unsigned_abs(), i < 0);
     } else if let Some(f) = n.as_f64() {
         if f.is_finite() && f.fract() == 0.0 && f.abs() <= SAFE {
             // Integral float: same spelling as the integer (and -0 is 0).
-            w.put((f as i64).to_string().as_bytes());
+            let i = f as i64;
+            put_int(w, i.unsigned_abs(), i < 0);
         } else {
             w.put(format!("{f:?}").as_bytes());
         }

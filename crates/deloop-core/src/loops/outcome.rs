@@ -17,6 +17,7 @@
 //! Users add volatile keys and regex normalisers per tool (see
 //! [`crate::loops::config`]); they apply before any of the above.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use regex::Regex;
@@ -291,9 +292,9 @@ impl OutcomeHasher {
                 info.hash = Some(h);
                 let status = details.get("status").and_then(Value::as_str);
                 let exit = details.get("exitCode").and_then(Value::as_f64);
-                let output = match details.get("aggregated").and_then(Value::as_str) {
-                    Some(a) if !a.is_empty() => a.to_string(),
-                    _ => text.clone(),
+                let output: &str = match details.get("aggregated").and_then(Value::as_str) {
+                    Some(a) if !a.is_empty() => a,
+                    _ => &text,
                 };
                 if let (Some("completed" | "failed"), Some(code)) = (status, exit) {
                     let timed_out = details.get("timedOut") == Some(&Value::Bool(true));
@@ -304,7 +305,7 @@ impl OutcomeHasher {
                         && !output.is_empty()
                         && output != footer
                     {
-                        let shape = self.failure_shape(&output);
+                        let shape = self.failure_shape(output);
                         let mut w = HashWriter::new();
                         w.put(b"failure:");
                         write_json_string(&mut w, status.unwrap_or(""));
@@ -387,11 +388,11 @@ impl OutcomeHasher {
     }
 }
 
-fn canon_text(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains("<<<EXTERNAL_UNTRUSTED_CONTENT") {
-        std::borrow::Cow::Owned(super::hashing::canonicalise_nonces(text))
+fn canon_text(text: &str) -> Cow<'_, str> {
+    if memchr::memmem::find(text.as_bytes(), b"<<<EXTERNAL_UNTRUSTED_CONTENT").is_some() {
+        Cow::Owned(super::hashing::canonicalise_nonces(text))
     } else {
-        std::borrow::Cow::Borrowed(text)
+        Cow::Borrowed(text)
     }
 }
 
@@ -403,11 +404,23 @@ fn fmt_code(code: f64) -> String {
     }
 }
 
-/// The `content` text blocks joined by newlines and trimmed.
-pub(crate) fn extract_text(obj: &Map<String, Value>) -> String {
+/// The `content` text blocks joined by newlines and trimmed (borrowed when
+/// there is a single text block).
+pub(crate) fn extract_text(obj: &Map<String, Value>) -> Cow<'_, str> {
     let Some(Value::Array(items)) = obj.get("content") else {
-        return String::new();
+        return Cow::Borrowed("");
     };
+    let is_text = |item: &Value| matches!(item, Value::Object(m) if matches!((m.get("type"), m.get("text")), (Some(Value::String(_)), Some(Value::String(_)))));
+    let mut texts = items.iter().filter(|i| is_text(i));
+    match (texts.next(), texts.next()) {
+        (None, _) => return Cow::Borrowed(""),
+        (Some(one), None) => {
+            if let Some(Value::String(t)) = one.get("text") {
+                return Cow::Borrowed(t.trim());
+            }
+        }
+        _ => {}
+    }
     let mut out = String::new();
     let mut first = true;
     for item in items {
@@ -424,9 +437,9 @@ pub(crate) fn extract_text(obj: &Map<String, Value>) -> String {
     }
     let trimmed = out.trim();
     if trimmed.len() == out.len() {
-        out
+        Cow::Owned(out)
     } else {
-        trimmed.to_string()
+        Cow::Owned(trimmed.to_string())
     }
 }
 

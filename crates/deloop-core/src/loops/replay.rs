@@ -29,6 +29,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
+use super::guard::FastBuild;
 use super::{Guard, Outcome, OutcomeBody, Scope, ToolCall, Verdict};
 
 /// One transcript event.
@@ -137,7 +138,7 @@ pub struct Replay {
     guard: Guard,
     calls: Vec<CallSlot>,
     verdicts: Vec<CallVerdict>,
-    waiting: HashMap<String, VecDeque<usize>>,
+    waiting: HashMap<String, VecDeque<usize>, FastBuild>,
     all: VecDeque<usize>,
     answered: Vec<bool>,
 }
@@ -149,7 +150,7 @@ impl Replay {
             guard,
             calls: Vec::new(),
             verdicts: Vec::new(),
-            waiting: HashMap::new(),
+            waiting: HashMap::default(),
             all: VecDeque::new(),
             answered: Vec::new(),
         }

@@ -300,6 +300,16 @@ fn split_program(words: &[String]) -> Option<(&str, &[String])> {
 }
 
 fn clip(s: &str) -> String {
+    if s.len() <= 80
+        && !s.is_empty()
+        && !s.contains("::")
+        && !s.bytes().any(|b| b.is_ascii_whitespace() && b != b' ')
+        && !s.contains("  ")
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+    {
+        return s.to_string();
+    }
     let mut s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     while s.contains("::") {
         s = s.replace("::", ":");
@@ -371,7 +381,17 @@ fn shell_operation(command: &str) -> &'static str {
 /// The default procedure: exact canonical arguments; operation and context
 /// derived as the module docs say.
 pub fn default_procedure(tool: &str, args: &Value) -> Procedure {
-    let (operation, context) = if SHELL_TOOLS.contains(&tool) {
+    let (operation, context) = describe(tool, args);
+    Procedure {
+        operation,
+        context,
+        key: format!("exact\0{tool}\0{}", canonical_string(args, Canon::Args)),
+    }
+}
+
+/// Operation and context of a call (the fingerprint's middle parts).
+pub fn describe(tool: &str, args: &Value) -> (String, String) {
+    if SHELL_TOOLS.contains(&tool) {
         match command_of(args) {
             Some(cmd) => {
                 let op = shell_operation(cmd);
@@ -395,11 +415,6 @@ pub fn default_procedure(tool: &str, args: &Value) -> Procedure {
         }
     } else {
         (tool.to_string(), context_of(args))
-    };
-    Procedure {
-        operation,
-        context,
-        key: format!("exact\0{tool}\0{}", canonical_string(args, Canon::Args)),
     }
 }
 

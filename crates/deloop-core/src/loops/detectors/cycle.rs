@@ -85,7 +85,11 @@ fn finding(
     r: usize,
 ) -> Finding {
     let count = (r + k) as u32;
-    let latest = history[history.len() - k].result();
+    let latest = history
+        .iter()
+        .rev()
+        .filter(|r| r.call == cur.call)
+        .find_map(Record::result);
     let (detector, what) = if k == 1 {
         (
             Detector::GenericRepeat,

@@ -50,6 +50,6 @@ pub(crate) fn warning(
             "WARNING: `{}` has been called {} times with identical arguments. If it is not making progress, stop and report the task as failed.",
             cur.tool, n
         ),
-        latest: history.iter().rev().find(|r| r.call == cur.call).and_then(Record::result),
+        latest: history.iter().rev().filter(|r| r.call == cur.call).find_map(Record::result),
     })
 }

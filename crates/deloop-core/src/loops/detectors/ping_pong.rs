@@ -88,8 +88,8 @@ pub(crate) fn detect(
     let latest = history
         .iter()
         .rev()
-        .find(|r| r.call == cur.call)
-        .and_then(Record::result);
+        .filter(|r| r.call == cur.call)
+        .find_map(Record::result);
     if pp.count >= s.critical_threshold && pp.evidence {
         return Some(Finding {
             level: Level::Critical,
