@@ -16,8 +16,13 @@ use super::{ClampConfig, Detector};
 
 /// Tokens in a long-period shingle.
 const SHINGLE: usize = 8;
-/// Slots of the shingle table (direct-mapped, a power of two).
+/// Slots of the shingle table (direct-mapped, a power of two) once the text
+/// is long enough; it starts at `TABLE_START` and doubles every time the
+/// token count reaches four times its size, so short texts stay cheap.
 const TABLE: usize = 4096;
+const TABLE_START: usize = 64;
+/// Tokens the ring holds at first; it doubles up to the configured need.
+const RING_START: usize = 64;
 /// Bytes of each token kept for the unit preview.
 const PREVIEW: usize = 24;
 /// Multiplier of the rolling shingle hash.
@@ -114,6 +119,8 @@ pub(crate) struct Words {
     min_word_letters: u32,
     ring: Vec<Tok>,
     mask: usize,
+    /// The ring's final size (a power of two).
+    max_cap: usize,
     /// Index of the next token.
     j: usize,
     long: Option<LongRun>,
@@ -182,12 +189,13 @@ impl Words {
             tables: h.skip_table_rows,
             max_exempt: h.max_exempt_run_bytes,
             min_word_letters: h.min_word_letters.min(u32::MAX as usize) as u32,
-            ring: vec![Tok::default(); cap],
-            mask: cap - 1,
+            ring: vec![Tok::default(); RING_START.min(cap)],
+            mask: RING_START.min(cap) - 1,
+            max_cap: cap,
             j: 0,
             long: None,
             table: if long_max > 0 {
-                vec![(0, usize::MAX); TABLE]
+                vec![(0, usize::MAX); TABLE_START]
             } else {
                 Vec::new()
             },
@@ -315,6 +323,9 @@ impl Words {
             plen: b.plen,
             ptrunc: b.ptrunc,
         };
+        if j >= self.ring.len() && self.ring.len() < self.max_cap {
+            self.grow_ring();
+        }
         self.ring[j & self.mask] = tok;
         self.last_end = end;
         if tok.word {
@@ -362,7 +373,10 @@ impl Words {
             }
             if j + 1 >= SHINGLE {
                 let sh = super::fold::mix(self.roll);
-                let slot = (sh as usize) & (TABLE - 1);
+                if j >= 4 * self.table.len() && self.table.len() < TABLE {
+                    self.grow_table();
+                }
+                let slot = (sh as usize) & (self.table.len() - 1);
                 let (tag, at) = self.table[slot];
                 self.table[slot] = (sh, j);
                 if self.long.is_none() && tag == sh && at < j {
@@ -374,6 +388,31 @@ impl Words {
             }
         }
         self.rearm();
+    }
+
+    /// Doubles the token ring (every token so far still fits).
+    #[cold]
+    fn grow_ring(&mut self) {
+        let cap = self.ring.len() * 2;
+        let mut ring = vec![Tok::default(); cap];
+        for t in self.j.saturating_sub(self.ring.len())..self.j {
+            ring[t & (cap - 1)] = self.ring[t & self.mask];
+        }
+        self.ring = ring;
+        self.mask = cap - 1;
+    }
+
+    /// Doubles the shingle table, re-inserting its entries in slot order.
+    #[cold]
+    fn grow_table(&mut self) {
+        let size = self.table.len() * 2;
+        let mut table = vec![(0, usize::MAX); size];
+        for &(tag, at) in &self.table {
+            if at != usize::MAX {
+                table[(tag as usize) & (size - 1)] = (tag, at);
+            }
+        }
+        self.table = table;
     }
 
     /// Some short run reached its threshold: record where it starts (the
@@ -413,7 +452,7 @@ impl Words {
     /// Starts tracking long period `d` at token `j`, counting the matches
     /// that already precede it (at most `3d` back, within the ring).
     fn adopt(&mut self, j: usize, d: usize) {
-        let limit = (self.long_mult * d + d).min(self.mask + 1 - d - 1);
+        let limit = (self.long_mult * d + d).min(self.max_cap - d - 1);
         let mut m = 0;
         while m < limit && j >= d + m && self.tok(j - m).key == self.tok(j - m - d).key {
             m += 1;
