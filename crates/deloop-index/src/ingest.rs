@@ -258,10 +258,9 @@ impl Index {
 
         let mut seen = HashSet::new();
         let mut batch: Vec<(String, String, Pending)> = Vec::new();
-        let mut done = 0u64;
         for (n, line) in open().map_err(io)?.lines().enumerate() {
             let line = line.map_err(io)?;
-            done += 1;
+            let done = n as u64 + 1;
             if line.trim().is_empty() {
                 continue;
             }
