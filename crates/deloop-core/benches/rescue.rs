@@ -2,7 +2,7 @@
 //! broken LLM-style JSON (inner quotes and raw newlines in every record,
 //! truncated at the end), on 1 MB of valid JSON (with serde_json as the
 //! baseline), and on adversarial inner-quote input.
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, Criterion, Throughput};
 use deloop_core::rescue::{repair, rescue};
 use std::hint::black_box;
 
@@ -94,7 +94,8 @@ fn cpu_ns() -> Option<u64> {
 fn cpu_throughput() {
     let broken = broken_llm_json();
     let valid = valid_json();
-    let runs: [(&str, &str, &dyn Fn(&str)); 4] = [
+    type Run<'a> = (&'a str, &'a str, &'a dyn Fn(&str));
+    let runs: [Run; 4] = [
         ("repair_broken_llm_1mb", &broken, &|s| {
             black_box(repair(s).unwrap());
         }),

@@ -414,3 +414,19 @@ fn deep_nesting_is_an_error_not_a_crash() {
     // Closers only: nothing to rescue.
     assert_eq!(repair(&"]".repeat(100_000)), Err(RescueError::NoJson));
 }
+
+#[test]
+fn default_depth_limit_is_usable_in_a_test_thread() {
+    // Up to the default limit the value is built, printed and dropped
+    // without overflowing a 2 MiB test-thread stack.
+    let limit = RescueOptions::default().max_depth;
+    let deep = format!("{}{}", "[".repeat(limit), "]".repeat(limit));
+    let v = repair(&deep).unwrap().value;
+    assert_eq!(v.to_string().len(), 2 * limit);
+    let objs = "{\"a\":".repeat(limit) + "1";
+    assert!(rescue(&objs, "a").is_ok());
+    assert!(matches!(
+        repair(&"[".repeat(limit + 1)),
+        Err(RescueError::TooDeep { .. })
+    ));
+}

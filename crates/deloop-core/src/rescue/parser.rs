@@ -339,9 +339,10 @@ impl<'a> Parser<'a> {
         let ws = k > j + 1;
         match role {
             Role::Key => {
-                if matches!(c, b':' | b',' | b'}' | b']') || (ws && !c.is_ascii_alphabetic()) {
-                    Verdict::Close
-                } else if ws && nl {
+                if matches!(c, b':' | b',' | b'}' | b']')
+                    || (ws && !c.is_ascii_alphabetic())
+                    || (ws && nl)
+                {
                     Verdict::Close
                 } else {
                     Verdict::Inner
@@ -555,6 +556,11 @@ impl<'a> Parser<'a> {
         let seg = &self.b[from..to];
         if !self.rep.has(Repair::EscapedControlChar) && seg.iter().any(|&c| c < 0x20) {
             self.rep.note(Repair::EscapedControlChar);
+        }
+        if !out.is_empty() && out.capacity() - out.len() < seg.len() {
+            // Strings with inner quotes or escapes come in several pieces:
+            // grow generously once instead of several times.
+            out.reserve(seg.len() * 2 + out.len());
         }
         out.push_str(&self.s[from..to]);
     }
