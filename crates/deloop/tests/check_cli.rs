@@ -92,6 +92,7 @@ fn openclaw_profile_reproduces_expected_verdicts() {
     for name in [
         "oc01_generic_repeat_read_25",
         "oc43_unknown_tool_varying_args_15",
+        "oc61_null_results_22",
         "oc72_compaction_over_warning_15",
     ] {
         let out = deloop(

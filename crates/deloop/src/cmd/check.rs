@@ -205,10 +205,37 @@ fn bad(line: usize, msg: impl std::fmt::Display) -> anyhow::Error {
     BadInput(format!("line {line}: {msg}")).into()
 }
 
-fn opt_string(v: &Value, key: &str, line: usize) -> anyhow::Result<Option<String>> {
-    match v.get(key) {
+/// One events-format line. Only the envelope is typed; `args` and
+/// `result` stay JSON values.
+#[derive(serde::Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type", borrow, default)]
+    ty: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    tool: Option<Value>,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    run: Option<Value>,
+    #[serde(default)]
+    agent: Option<Value>,
+}
+
+/// `"result": null` is a value (null), unlike an absent `result`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+fn opt_string(v: Option<Value>, key: &str, line: usize) -> anyhow::Result<Option<String>> {
+    match v {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(Value::Number(n)) if key == "id" => Ok(Some(n.to_string())),
         Some(other) => Err(bad(
             line,
@@ -225,37 +252,32 @@ fn replay_events(text: &str, replay: &mut Replay) -> anyhow::Result<()> {
         if raw.is_empty() {
             continue;
         }
-        let v: Value =
-            serde_json::from_str(raw).map_err(|e| bad(line, format!("not valid JSON: {e}")))?;
-        if !v.is_object() {
-            return Err(bad(line, "expected a JSON object"));
-        }
-        let ev = match v.get("type").and_then(Value::as_str) {
+        let v: RawEvent<'_> = serde_json::from_str(raw).map_err(|e| {
+            if e.is_data() {
+                bad(line, format!("expected an event object: {e}"))
+            } else {
+                bad(line, format!("not valid JSON: {e}"))
+            }
+        })?;
+        let ev = match v.ty.as_deref() {
             Some("call") => {
-                let tool = match v.get("tool") {
-                    Some(Value::String(t)) => t.clone(),
+                let tool = match v.tool {
+                    Some(Value::String(t)) => t,
                     _ => return Err(bad(line, "a call needs a \"tool\" string")),
                 };
-                let mut v = v;
-                let args = v
-                    .as_object_mut()
-                    .and_then(|o| o.remove("args"))
-                    .unwrap_or(Value::Null);
                 Event::Call {
-                    id: opt_string(&v, "id", line)?,
+                    id: opt_string(v.id, "id", line)?,
                     tool,
-                    args,
-                    run: opt_string(&v, "run", line)?,
-                    agent: opt_string(&v, "agent", line)?,
+                    args: v.args.unwrap_or(Value::Null),
+                    run: opt_string(v.run, "run", line)?,
+                    agent: opt_string(v.agent, "agent", line)?,
                 }
             }
             Some("result") => {
-                let id = opt_string(&v, "id", line)?;
-                let mut v = v;
-                let obj = v.as_object_mut().expect("checked object");
-                let body = match obj.remove("error") {
+                let id = opt_string(v.id, "id", line)?;
+                let body = match v.error {
                     Some(Value::String(e)) => Err(e),
-                    Some(Value::Null) | None => match obj.remove("result") {
+                    Some(Value::Null) | None => match v.result {
                         Some(r) => Ok(r),
                         None => return Err(bad(line, "a result needs \"result\" or \"error\"")),
                     },
@@ -264,12 +286,12 @@ fn replay_events(text: &str, replay: &mut Replay) -> anyhow::Result<()> {
                 Event::Result { id, body }
             }
             Some("compaction") => Event::Compaction {
-                run: opt_string(&v, "run", line)?,
-                agent: opt_string(&v, "agent", line)?,
+                run: opt_string(v.run, "run", line)?,
+                agent: opt_string(v.agent, "agent", line)?,
             },
             Some("user") | Some("user_turn") => Event::UserTurn {
-                run: opt_string(&v, "run", line)?,
-                agent: opt_string(&v, "agent", line)?,
+                run: opt_string(v.run, "run", line)?,
+                agent: opt_string(v.agent, "agent", line)?,
             },
             Some(other) => {
                 return Err(bad(
