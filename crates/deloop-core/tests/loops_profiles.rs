@@ -619,3 +619,35 @@ fn hostile_input_never_panics() {
         let _ = drive(p, "{}", &steps);
     }
 }
+
+#[test]
+fn user_volatile_keys_and_normalisers_take_effect() {
+    let steps: Vec<_> = (0..25)
+        .map(|i| ("http_get", json!({"url": "https://api/x"}), Ok(json!({"status": 500, "requestId": format!("req-{i}"), "error": format!("failed after {}ms", 100 + i)}))))
+        .collect();
+    assert_never_critical(
+        "volatile data hides the loop",
+        &drive(Profile::Default, "{}", &steps),
+    );
+    let cfg = r##"{ volatileKeys: { http_get: ["requestId"] }, normalizers: { http_get: [ { pattern: "\\d+ms", replace: "#ms" } ] } }"##;
+    let v = drive(Profile::Default, cfg, &steps);
+    assert_eq!(
+        first_critical(&v),
+        Some(8),
+        "normalised, the repeats are identical"
+    );
+}
+
+#[test]
+fn poll_tools_are_configurable() {
+    let steps = same(22, "wait_for", json!({"job": 1}), Ok(text("pending")));
+    let v = drive(Profile::OpenClaw, "{}", &steps);
+    assert_eq!(v[10].detector, Some(Detector::GenericRepeat));
+    let v = drive(
+        Profile::OpenClaw,
+        r#"{ pollTools: ["command_status", "wait_for"] }"#,
+        &steps,
+    );
+    assert_eq!(v[10].detector, Some(Detector::KnownPollNoProgress));
+    assert_eq!(first_critical(&v), Some(20));
+}
