@@ -132,11 +132,11 @@ impl Substring {
         let p = k % W;
         let win: &[u32; W] = self.buf[p..p + W].try_into().expect("window");
         let mut hit = 0i32;
-        for j in 0..W {
-            let m = -i32::from(win[j] == cu);
-            let r = (self.run[j] + 1) & m;
-            self.run[j] = r;
-            hit |= i32::from(r >= self.thr[j]);
+        for ((run, &w), &thr) in self.run.iter_mut().zip(win).zip(&self.thr) {
+            let m = -i32::from(w == cu);
+            let r = (*run + 1) & m;
+            *run = r;
+            hit |= i32::from(r >= thr);
         }
         self.buf[p] = cu;
         self.buf[p + W] = cu;
