@@ -297,7 +297,7 @@ pub async fn synthesize(
             .generate_stream(&req, cancel, Some(opts.guards.clamp.clone()), |delta| {
                 let text = partial.push(delta);
                 if !text.is_empty() {
-                    on_answer(&text);
+                    on_answer(text);
                 }
             })
             .await
