@@ -430,3 +430,37 @@ fn default_depth_limit_is_usable_in_a_test_thread() {
         Err(RescueError::TooDeep { .. })
     ));
 }
+
+#[test]
+fn unterminated_draft_does_not_swallow_the_final_object() {
+    let en = "Draft: {\"answer\": \"foo  and then more reasoning.\nFinal: {\"answer\": \"bar\"}";
+    assert_eq!(text(en, "answer"), "bar");
+    let es =
+        "Borrador: {\"answer\": \"sin cerrar\nDefinitiva: {\"answer\": \"la buena\", \"ok\": true}";
+    assert_eq!(text(es, "answer"), "la buena");
+    // A JSON example inside a closed answer stays part of the answer.
+    let inner = r#"{"answer": "Ejemplo: {"answer": 1} y listo"}"#;
+    assert_eq!(text(inner, "answer"), r#"Ejemplo: {"answer": 1} y listo"#);
+}
+
+#[test]
+fn key_like_text_inside_a_value() {
+    let es = r#"{"answer": "El campo "nombre": obligatorio, "edad": opcional.", "ok": true}"#;
+    assert_eq!(
+        text(es, "answer"),
+        r#"El campo "nombre": obligatorio, "edad": opcional."#
+    );
+    let en = r#"{"answer": "Fields "name": required, "age": optional.", "ok": true}"#;
+    assert_eq!(
+        text(en, "answer"),
+        r#"Fields "name": required, "age": optional."#
+    );
+    assert_eq!(rescue(en, "ok").unwrap().value, json!(true));
+}
+
+#[test]
+fn double_encoded_reply() {
+    let raw = r#"{\"answer\": \"Hola \\\"mundo\\\"\", \"n\": 1}"#;
+    assert_eq!(text(raw, "answer"), "Hola \"mundo\"");
+    assert!(repairs(raw, "answer").contains(&Repair::UnescapedDoubleEncoded));
+}

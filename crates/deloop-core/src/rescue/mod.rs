@@ -156,7 +156,7 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
     let mut any = false;
     if let Some(from) = scan::after_think(raw) {
         let s = scan::scan(&raw[from..], opts.max_depth, Some(key))?;
-        match scan::choose_key(s) {
+        match scan::choose_key(s, &raw[from..], key, opts.max_depth) {
             Ok((value, mut rep)) => {
                 rep.note(Repair::SkippedThinkBlock);
                 return Ok(Rescued {
@@ -168,7 +168,7 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
         }
     }
     let s = scan::scan(raw, opts.max_depth, Some(key))?;
-    match scan::choose_key(s) {
+    match scan::choose_key(s, raw, key, opts.max_depth) {
         Ok((value, rep)) => Ok(Rescued {
             value,
             repairs: ordered(rep),

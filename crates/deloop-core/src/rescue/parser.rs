@@ -273,7 +273,7 @@ impl<'a> Parser<'a> {
                 Some(e) => {
                     let (n, _) = self.peek_ws(e);
                     // At the end of the input the colon may still come.
-                    n >= self.end || self.b[n] == b':'
+                    n >= self.end || (self.b[n] == b':' && self.value_follows(n + 1))
                 }
                 // A key cut by the end of the input.
                 None => self.b[m + 1..self.end]
@@ -292,6 +292,33 @@ impl<'a> Parser<'a> {
             }
         }
         false
+    }
+
+    /// Whether a JSON value (or the end of the input) follows a colon at
+    /// `m - 1`: `"name": obligatorio` inside a text is not a key/value pair,
+    /// `"name": "Ana"` is.
+    fn value_follows(&self, m: usize) -> bool {
+        let (n, _) = self.peek_ws(m);
+        if n >= self.end {
+            return true;
+        }
+        let c = self.b[n];
+        if c.is_ascii_digit() || matches!(c, b'-' | b'{' | b'[' | b'.' | b'}') {
+            return true;
+        }
+        if opening_quote(self.b, n).is_some() {
+            return true;
+        }
+        let e = self.ident_end(n);
+        let word = &self.b[n..e];
+        if matches!(
+            word,
+            b"true" | b"false" | b"null" | b"True" | b"False" | b"None" | b"undefined"
+        ) {
+            return true;
+        }
+        // The end of the input inside a literal: it may still complete.
+        e >= self.end && !word.is_empty()
     }
 
     /// Whether an array element starts at `m` and is followed by `,`, `]`
@@ -438,7 +465,7 @@ impl<'a> Parser<'a> {
         }
         let (n, _) = self.peek_ws(r + 1);
         let ok = if in_obj {
-            n < self.end && self.b[n] == b':'
+            n < self.end && self.b[n] == b':' && self.value_follows(n + 1)
         } else {
             n >= self.end || matches!(self.b[n], b',' | b']')
         };

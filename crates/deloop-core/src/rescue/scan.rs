@@ -19,6 +19,9 @@ pub(crate) struct Candidate {
     pub(crate) lead: bool,
     /// Text other than whitespace comes after it.
     pub(crate) trail: bool,
+    /// Byte range of the candidate in the scanned text.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
 }
 
 impl Candidate {
@@ -43,6 +46,9 @@ pub(crate) struct Scan {
     pub(crate) prose: bool,
     /// Repairs of the preprocessing (BOM, fences, think block).
     pub(crate) rep: Repairs,
+    /// The text the candidates' positions refer to, when it is not the
+    /// input (a double-encoded reply decoded once).
+    pub(crate) decoded: Option<String>,
 }
 
 /// Start of the text after the last `</think>` (or `</thinking>`), if any.
@@ -94,6 +100,7 @@ pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<S
         let mut inner = scan_plain(&decoded, max_depth, want)?;
         out.rep.note(Repair::UnescapedDoubleEncoded);
         inner.rep.extend(&out.rep);
+        inner.decoded = Some(decoded);
         return Ok(inner);
     }
     drop(p);
@@ -130,6 +137,8 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
                 rep: std::mem::take(&mut p.rep),
                 lead: false,
                 trail: false,
+                start: pos,
+                end: parsed.end,
             });
             return Ok(out);
         }
@@ -169,6 +178,8 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
             rep,
             lead: cand > first,
             trail,
+            start: cand,
+            end: parsed.end,
         });
         pos = parsed.end.max(cand + 1);
     }
@@ -270,11 +281,70 @@ pub(crate) fn choose_document(scan: Scan) -> Option<(Value, Repairs)> {
     Some((Value::Array(arr), rep))
 }
 
+/// The start of the last `{ "key":` strictly inside `start..end`.
+fn last_key_object(text: &str, start: usize, end: usize, key: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    if start >= end || end > b.len() {
+        return None;
+    }
+    let needle = format!("\"{key}\"");
+    let mut best = None;
+    for q in memmem::find_iter(&b[start + 1..end], needle.as_bytes()) {
+        let q = start + 1 + q;
+        let mut p = q;
+        while p > start + 1 && super::strings::is_ascii_ws(b[p - 1]) {
+            p -= 1;
+        }
+        if p <= start + 1 || b[p - 1] != b'{' {
+            continue;
+        }
+        let mut n = q + needle.len();
+        while n < end && super::strings::is_ascii_ws(b[n]) {
+            n += 1;
+        }
+        if n < end && b[n] == b':' {
+            best = Some(p - 1);
+        }
+    }
+    best
+}
+
+/// An unterminated string in a draft can swallow the final object
+/// (`{"answer": "dra… Final: {"answer": "x"}`). When the chosen candidate
+/// holds a complete `{"key": …}` that ends where the candidate ends (both
+/// closed by the same brace) or the candidate was truncated, that inner
+/// object is the intended one.
+pub(crate) fn refine_key(
+    text: &str,
+    key: &str,
+    max_depth: usize,
+    chosen: &Candidate,
+) -> Option<(Value, Repairs)> {
+    let p = last_key_object(text, chosen.start, chosen.end, key)?;
+    let mut parser = Parser::new(&text[p..], max_depth, Some(key));
+    let parsed = parser.parse_at(0).ok()?;
+    if !(parsed.complete && (p + parsed.end == chosen.end || !chosen.complete)) {
+        return None;
+    }
+    let v = parsed.found?;
+    let mut rep = std::mem::take(&mut parser.rep);
+    rep.note(Repair::ChoseOneOfSeveral);
+    rep.note(Repair::SkippedLeadingText);
+    Some((v, rep))
+}
+
 /// The value of the wanted key for one scan: the last complete candidate
 /// that has the key, else the last (truncated) one that has it.
-pub(crate) fn choose_key(scan: Scan) -> Result<(Value, Repairs), bool> {
+pub(crate) fn choose_key(
+    scan: Scan,
+    text: &str,
+    key: &str,
+    max_depth: usize,
+) -> Result<(Value, Repairs), bool> {
     let any = !scan.candidates.is_empty();
     let mut rep = scan.rep;
+    let decoded = scan.decoded;
+    let text = decoded.as_deref().unwrap_or(text);
     let with_key: Vec<Candidate> = scan
         .candidates
         .into_iter()
@@ -289,6 +359,12 @@ pub(crate) fn choose_key(scan: Scan) -> Result<(Value, Repairs), bool> {
         return Err(any);
     };
     let c = with_key.into_iter().nth(idx).ok_or(any)?;
+    if c.rep.has(Repair::EscapedInnerQuote) || !c.complete {
+        if let Some((v, r)) = refine_key(text, key, max_depth, &c) {
+            rep.extend(&r);
+            return Ok((v, rep));
+        }
+    }
     if n > 1 {
         rep.note(Repair::ChoseOneOfSeveral);
     }
