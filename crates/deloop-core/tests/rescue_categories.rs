@@ -464,3 +464,19 @@ fn double_encoded_reply() {
     assert_eq!(text(raw, "answer"), "Hola \"mundo\"");
     assert!(repairs(raw, "answer").contains(&Repair::UnescapedDoubleEncoded));
 }
+
+#[test]
+fn unusual_unicode_whitespace_never_splits_a_character() {
+    for ws in ['\u{85}', '\u{2028}', '\u{2029}', '\u{3000}', '\u{200b}', '\u{feff}'] {
+        for raw in [
+            format!("{{\"a\": {ws}}}"),
+            format!("[{ws}1, {ws}]"),
+            format!("{{{ws}\"a\"{ws}:{ws}\"x\"{ws}}}"),
+            format!("{{\"a\": 1,{ws}"),
+        ] {
+            let _ = repair(&raw);
+            let _ = rescue(&raw, "a");
+        }
+    }
+    assert_eq!(repair("{\"a\": \u{85}}").unwrap().value, json!({"a": null}));
+}

@@ -31,7 +31,7 @@ fn value() -> impl Strategy<Value = Value> {
 }
 
 fn jsonish() -> impl Strategy<Value = String> {
-    "[\\[\\]{}\"':,a-zA-Z0-9 \\n\\\\/*#`.+éñ😀-]{0,80}"
+    "[\\[\\]{}\"':,a-zA-Z0-9 \\n\\\\/*#`.+éñ😀\u{85}\u{2028}\u{3000}\u{200b}\u{feff}“”‘’´-]{0,80}"
 }
 
 proptest! {

@@ -705,8 +705,11 @@ impl<'a> Parser<'a> {
         }
         let mut text = self.s[pos..p].trim_end();
         if text.is_empty() {
+            // Only whitespace that `skip_ws` does not know (U+0085, U+2028…):
+            // step over it whole, never into the middle of a character.
             self.rep.note(Repair::DroppedGarbage);
-            return (Value::Null, pos + 1);
+            let step = self.s[pos..].chars().next().map_or(1, char::len_utf8);
+            return (Value::Null, p.max(pos + step));
         }
         let mut next = p;
         // `abcdef",`: a closing quote without an opening one.
