@@ -113,6 +113,8 @@ pub(crate) struct Parser<'a> {
     want: Option<&'a str>,
     last_brace: Option<usize>,
     last_bracket: Option<usize>,
+    stack_buf: Vec<Frame>,
+    kinds_buf: Vec<Kind>,
 }
 
 struct FindState {
@@ -142,6 +144,8 @@ impl<'a> Parser<'a> {
             want,
             last_brace: memchr::memrchr(b'}', s.as_bytes()),
             last_bracket: memchr::memrchr(b']', s.as_bytes()),
+            stack_buf: Vec::new(),
+            kinds_buf: Vec::new(),
         }
     }
 
@@ -766,7 +770,17 @@ impl<'a> Parser<'a> {
     /// key of the root object, its value is moved out of the root.
     pub(crate) fn parse_at(&mut self, start: usize) -> Result<Parsed, RescueError> {
         let mut at_root = None;
-        let mut parsed = self.parse_inner(start, &mut at_root)?;
+        // The stacks are reused from one candidate to the next.
+        let mut stack = std::mem::take(&mut self.stack_buf);
+        let mut kinds = std::mem::take(&mut self.kinds_buf);
+        stack.clear();
+        kinds.clear();
+        let res = self.parse_inner(start, &mut at_root, &mut stack, &mut kinds);
+        stack.clear();
+        kinds.clear();
+        self.stack_buf = stack;
+        self.kinds_buf = kinds;
+        let mut parsed = res?;
         if let Some(k) = at_root {
             parsed.found = parsed.value.as_object_mut().and_then(|m| m.remove(&k));
         }
@@ -777,9 +791,9 @@ impl<'a> Parser<'a> {
         &mut self,
         start: usize,
         at_root: &mut Option<String>,
+        stack: &mut Vec<Frame>,
+        kinds: &mut Vec<Kind>,
     ) -> Result<Parsed, RescueError> {
-        let mut stack: Vec<Frame> = Vec::new();
-        let mut kinds: Vec<Kind> = Vec::new();
         let mut st = St::Value;
         let mut pos = start;
         let mut after_comma = false;
@@ -801,7 +815,7 @@ impl<'a> Parser<'a> {
                     });
                 }
                 self.rep.note(Repair::ClosedTruncated);
-                let value = close_all(&mut stack, &mut kinds, &mut find);
+                let value = close_all(stack, kinds, &mut find);
                 return Ok(Parsed {
                     value,
                     end: pos,
@@ -850,7 +864,7 @@ impl<'a> Parser<'a> {
                             if after_comma {
                                 self.rep.note(Repair::RemovedTrailingComma);
                             }
-                            let v = close_top(&mut stack, &mut kinds, &mut find);
+                            let v = close_top(stack, kinds, &mut find);
                             Some((v, pos + 1))
                         }
                         b'}' | b']' | b',' if top == Some(Kind::Obj) => {
@@ -863,9 +877,7 @@ impl<'a> Parser<'a> {
                             return Ok(self.done_empty(pos + 1));
                         }
                         b'}' => {
-                            if let Some(root) =
-                                self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
-                            {
+                            if let Some(root) = self.mismatch(stack, kinds, &mut find, &mut pos) {
                                 return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                             st = St::After;
@@ -896,7 +908,7 @@ impl<'a> Parser<'a> {
                         }
                         _ if opening_quote(self.b, pos).is_some() => {
                             let unq = stack.last().is_some_and(|f| f.unquoted_keys);
-                            let (mut text, mut p) = self.parse_string(pos, role, &kinds, unq);
+                            let (mut text, mut p) = self.parse_string(pos, role, kinds, unq);
                             // "a" + "b": concatenation.
                             loop {
                                 let (m, _) = self.peek_ws(p);
@@ -904,7 +916,7 @@ impl<'a> Parser<'a> {
                                     let n = self.skip_ws(m + 1, false);
                                     if n < self.end && opening_quote(self.b, n).is_some() {
                                         self.rep.note(Repair::ConcatenatedStrings);
-                                        let (more, p2) = self.parse_string(n, role, &kinds, unq);
+                                        let (more, p2) = self.parse_string(n, role, kinds, unq);
                                         text.push_str(&more);
                                         p = p2;
                                         continue;
@@ -929,7 +941,7 @@ impl<'a> Parser<'a> {
                     if let Some((v, p)) = produced {
                         pos = p;
                         after_comma = false;
-                        if let Some(root) = attach(&mut stack, v, &mut find) {
+                        if let Some(root) = attach(stack, v, &mut find) {
                             return Ok(Parsed {
                                 value: root,
                                 end: pos,
@@ -945,18 +957,16 @@ impl<'a> Parser<'a> {
                         if after_comma {
                             self.rep.note(Repair::RemovedTrailingComma);
                         }
-                        let v = close_top(&mut stack, &mut kinds, &mut find);
+                        let v = close_top(stack, kinds, &mut find);
                         pos += 1;
                         after_comma = false;
-                        if let Some(root) = attach(&mut stack, v, &mut find) {
+                        if let Some(root) = attach(stack, v, &mut find) {
                             return Ok(self.done(root, pos, find.finish(at_root)));
                         }
                         st = St::After;
                     }
                     b']' => {
-                        if let Some(root) =
-                            self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
-                        {
+                        if let Some(root) = self.mismatch(stack, kinds, &mut find, &mut pos) {
                             return Ok(self.done(root, pos, find.finish(at_root)));
                         }
                         st = St::After;
@@ -969,12 +979,12 @@ impl<'a> Parser<'a> {
                         let parent_arr = kinds.len() >= 2 && kinds[kinds.len() - 2] == Kind::Arr;
                         self.rep.note(Repair::FixedBracket);
                         if parent_arr {
-                            let v = close_top(&mut stack, &mut kinds, &mut find);
-                            let _ = attach(&mut stack, v, &mut find);
+                            let v = close_top(stack, kinds, &mut find);
+                            let _ = attach(stack, v, &mut find);
                             st = St::After;
                         } else {
                             // An object that cannot go on: end the value here.
-                            let value = close_all(&mut stack, &mut kinds, &mut find);
+                            let value = close_all(stack, kinds, &mut find);
                             return Ok(Parsed {
                                 value,
                                 end: pos,
@@ -988,13 +998,13 @@ impl<'a> Parser<'a> {
                         pos += 3;
                     }
                     _ if opening_quote(self.b, pos).is_some() => {
-                        let (mut key, p) = self.parse_string(pos, Role::Key, &kinds, false);
+                        let (mut key, p) = self.parse_string(pos, Role::Key, kinds, false);
                         pos = p;
                         let nl = |c: char| c == '\n' || c == '\r';
                         if key.starts_with(nl) || key.ends_with(nl) {
                             key = key.trim_matches(nl).to_owned();
                         }
-                        self.set_key(&mut stack, key, &mut find);
+                        self.set_key(stack, key, &mut find);
                         st = St::Colon;
                     }
                     _ if is_ident(c) || c == b'-' => {
@@ -1003,7 +1013,7 @@ impl<'a> Parser<'a> {
                             // `{a":1}`: a key missing its opening quote.
                             self.rep.note(Repair::QuotedKey);
                             let key = self.s[pos..e].to_owned();
-                            self.set_key(&mut stack, key, &mut find);
+                            self.set_key(stack, key, &mut find);
                             pos = e + 1;
                             st = St::Colon;
                             continue;
@@ -1017,7 +1027,7 @@ impl<'a> Parser<'a> {
                             if let Some(f) = stack.last_mut() {
                                 f.unquoted_keys = true;
                             }
-                            self.set_key(&mut stack, key, &mut find);
+                            self.set_key(stack, key, &mut find);
                             pos = e;
                             st = St::Colon;
                         } else {
@@ -1038,7 +1048,7 @@ impl<'a> Parser<'a> {
                     }
                     b'}' | b',' | b']' => {
                         self.rep.note(Repair::InsertedNull);
-                        let _ = attach(&mut stack, Value::Null, &mut find);
+                        let _ = attach(stack, Value::Null, &mut find);
                         st = St::After;
                     }
                     _ => {
@@ -1078,15 +1088,13 @@ impl<'a> Parser<'a> {
                     b'}' | b']' => {
                         let matches = (c == b'}') == (top == Some(Kind::Obj));
                         if matches {
-                            let v = close_top(&mut stack, &mut kinds, &mut find);
+                            let v = close_top(stack, kinds, &mut find);
                             pos += 1;
-                            if let Some(root) = attach(&mut stack, v, &mut find) {
+                            if let Some(root) = attach(stack, v, &mut find) {
                                 return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                         } else {
-                            if let Some(root) =
-                                self.mismatch(&mut stack, &mut kinds, &mut find, &mut pos)
-                            {
+                            if let Some(root) = self.mismatch(stack, kinds, &mut find, &mut pos) {
                                 return Ok(self.done(root, pos, find.finish(at_root)));
                             }
                         }
