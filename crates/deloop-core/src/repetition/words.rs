@@ -19,7 +19,7 @@ const SHINGLE: usize = 8;
 /// Slots of the shingle table (direct-mapped, a power of two) once the text
 /// is long enough; it starts at `TABLE_START` and doubles every time the
 /// token count reaches four times its size, so short texts stay cheap.
-const TABLE: usize = 4096;
+const TABLE: usize = 2048;
 const TABLE_START: usize = 64;
 /// Tokens the ring holds at first; it doubles up to the configured need.
 const RING_START: usize = 64;
@@ -124,7 +124,11 @@ pub(crate) struct Words {
     /// Index of the next token.
     j: usize,
     long: Option<LongRun>,
-    table: Vec<(u64, usize)>,
+    /// Shingle table: (tag, token index) as 32-bit values; the slot is the
+    /// tag's low bits. A hit is only a hint: `adopt` verifies the keys.
+    table: Vec<(u32, u32)>,
+    /// 1024-bit filter of connector keys (most tokens skip the search).
+    connector_filter: [u64; 16],
     roll: u64,
     roll_pow: u64,
     last_word: Option<usize>,
@@ -178,6 +182,14 @@ impl Words {
                 .map(|c| super::fold::fold_len(c))
                 .max()
                 .unwrap_or(0),
+            connector_filter: {
+                let mut f = [0u64; 16];
+                for c in &w.connectors {
+                    let bit = (key_str(c) & 1023) as usize;
+                    f[bit / 64] |= 1 << (bit % 64);
+                }
+                f
+            },
             connectors: {
                 let mut keys: Vec<u64> = w.connectors.iter().map(|c| key_str(c)).collect();
                 keys.sort_unstable();
@@ -195,7 +207,7 @@ impl Words {
             j: 0,
             long: None,
             table: if long_max > 0 {
-                vec![(0, usize::MAX); TABLE_START]
+                vec![(0, 0); TABLE_START]
             } else {
                 Vec::new()
             },
@@ -280,7 +292,10 @@ impl Words {
 
     #[inline]
     fn is_connector(&self, key: u64, folded_chars: u64) -> bool {
-        folded_chars <= self.connector_max_chars && self.connectors.binary_search(&key).is_ok()
+        let bit = (key & 1023) as usize;
+        folded_chars <= self.connector_max_chars
+            && self.connector_filter[bit / 64] & (1 << (bit % 64)) != 0
+            && self.connectors.binary_search(&key).is_ok()
     }
 
     /// Start, kept end and kept token count of a run of period `p` whose
@@ -376,11 +391,12 @@ impl Words {
                 if j >= 4 * self.table.len() && self.table.len() < TABLE {
                     self.grow_table();
                 }
-                let slot = (sh as usize) & (self.table.len() - 1);
-                let (tag, at) = self.table[slot];
-                self.table[slot] = (sh, j);
-                if self.long.is_none() && tag == sh && at < j {
-                    let d = j - at;
+                let tag = (sh >> 32) as u32;
+                let slot = (tag as usize) & (self.table.len() - 1);
+                let (old_tag, at) = self.table[slot];
+                self.table[slot] = (tag, j as u32);
+                if self.long.is_none() && old_tag == tag {
+                    let d = (j as u32).wrapping_sub(at) as usize;
                     if d > self.max_p && d <= self.long_max {
                         self.adopt(j, d);
                     }
@@ -406,11 +422,9 @@ impl Words {
     #[cold]
     fn grow_table(&mut self) {
         let size = self.table.len() * 2;
-        let mut table = vec![(0, usize::MAX); size];
+        let mut table = vec![(0, 0); size];
         for &(tag, at) in &self.table {
-            if at != usize::MAX {
-                table[(tag as usize) & (size - 1)] = (tag, at);
-            }
+            table[(tag as usize) & (size - 1)] = (tag, at);
         }
         self.table = table;
     }
