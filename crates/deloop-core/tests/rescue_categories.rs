@@ -467,7 +467,9 @@ fn double_encoded_reply() {
 
 #[test]
 fn unusual_unicode_whitespace_never_splits_a_character() {
-    for ws in ['\u{85}', '\u{2028}', '\u{2029}', '\u{3000}', '\u{200b}', '\u{feff}'] {
+    for ws in [
+        '\u{85}', '\u{2028}', '\u{2029}', '\u{3000}', '\u{200b}', '\u{feff}',
+    ] {
         for raw in [
             format!("{{\"a\": {ws}}}"),
             format!("[{ws}1, {ws}]"),
