@@ -482,3 +482,11 @@ fn unusual_unicode_whitespace_never_splits_a_character() {
     }
     assert_eq!(repair("{\"a\": \u{85}}").unwrap().value, json!({"a": null}));
 }
+
+#[test]
+fn hash_inside_text_is_not_a_comment() {
+    let es = r#"{"answer": "Es el "mejor" #1 del mundo", "ok": true}"#;
+    assert_eq!(text(es, "answer"), r#"Es el "mejor" #1 del mundo"#);
+    let en = "{\"answer\": \"Intro \"x\"\n## Heading\nBody\"}";
+    assert_eq!(text(en, "answer"), "Intro \"x\"\n## Heading\nBody");
+}

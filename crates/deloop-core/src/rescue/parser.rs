@@ -227,7 +227,10 @@ impl<'a> Parser<'a> {
                 pos = memchr::memmem::find(&self.b[pos + 2..self.end], b"*/")
                     .map_or(self.end, |k| pos + 2 + k + 2);
             } else if (c == b'/' && pos + 1 < self.end && self.b[pos + 1] == b'/')
-                || (c == b'#' && pos > 0 && is_ascii_ws(self.b[pos - 1]))
+                || (c == b'#'
+                    && pos > 0
+                    && is_ascii_ws(self.b[pos - 1])
+                    && self.b.get(pos + 1) == Some(&b' '))
             {
                 pos = memchr(b'\n', &self.b[pos..self.end]).map_or(self.end, |k| pos + k);
             } else if c >= 0x80 {
