@@ -468,6 +468,33 @@ mod tests {
     }
 
     #[test]
+    fn hostile_replies_never_panic() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let huge = format!("{{\"answer\": \"{}\"}}", "palabra ".repeat(200_000));
+        for raw in [
+            deep.as_str(),
+            huge.as_str(),
+            "\u{0}\u{feff}{",
+            "{\"answer\": 42}",
+        ] {
+            let s = run(raw, ReplyEnd::Complete, Mode::Oracle, Language::En);
+            assert!(!s.answer.is_empty());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_reply_gives_a_non_empty_answer(raw in ".{0,400}", cut in proptest::bool::ANY) {
+            let end = if cut { ReplyEnd::LoopCut } else { ReplyEnd::Complete };
+            let s = run(&raw, end, Mode::Tutor, Language::Es);
+            proptest::prop_assert!(!s.answer.trim().is_empty());
+            if s.degraded {
+                proptest::prop_assert_eq!(s.answer, generic_fallback(Mode::Tutor, Language::Es));
+            }
+        }
+    }
+
+    #[test]
     fn refusal_is_honest() {
         let s = run(
             "",

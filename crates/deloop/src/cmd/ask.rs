@@ -221,6 +221,14 @@ pub(crate) fn open_index(config: &Config, flag: Option<&Path>) -> anyhow::Result
     }
     let name = config.index.embedder.as_deref().unwrap_or("auto");
     let embedder = build_embedder(config, name)?;
+    if let Some(e) = &embedder {
+        eprintln!(
+            "deloop ask: no index at {}: building it from deloop's embedded documentation \
+             with {} (first run only; embedding takes a little while)...",
+            db.display(),
+            e.id()
+        );
+    }
     let (index, built) = deloop_oracle::embedded::build_default_index(&db, embedder.as_deref())?;
     let how = if built.embedder == "none" {
         "lexical search only (MiniLM model files not found: run scripts/setup-model.sh for vectors)"
