@@ -151,3 +151,129 @@ pub fn retrieve(
         fallback_reason: reason.or(outcome.fallback_reason),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deloop_index::EmbedError;
+
+    /// A toy embedder: letter counts (a–z), deterministic and cheap.
+    struct Letters;
+
+    impl Embedder for Letters {
+        fn id(&self) -> &str {
+            "test:letters"
+        }
+        fn dim(&self) -> usize {
+            26
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.0f32; 26];
+                    for c in t.chars().filter(char::is_ascii_lowercase) {
+                        v[(c as u8 - b'a') as usize] += 1.0;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+
+    struct Broken;
+
+    impl Embedder for Broken {
+        fn id(&self) -> &str {
+            "test:letters"
+        }
+        fn dim(&self) -> usize {
+            26
+        }
+        fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Err(EmbedError::Failed("offline".into()))
+        }
+    }
+
+    fn index() -> (tempfile::TempDir, Index) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.md"),
+            "# Loops\n\nthe watcher cuts the stream\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.md"), "# Rescue\n\nzzz json rescue\n").unwrap();
+        let mut index = Index::open_in_memory().unwrap();
+        index
+            .index_paths(&[dir.path().to_path_buf()], Some(&Letters), &mut |_| {})
+            .unwrap();
+        (dir, index)
+    }
+
+    #[test]
+    fn query_vector_modes_differ_and_fall_back_to_the_question() {
+        let q = query_vector(&Letters, "abc", None, QueryVectorMode::Average).unwrap();
+        assert_eq!(q, Letters.embed(&["abc"]).unwrap()[0]);
+        let avg = query_vector(
+            &Letters,
+            "aaaa",
+            Some("bbbbbbbbbbbb"),
+            QueryVectorMode::Average,
+        )
+        .unwrap();
+        let cat = query_vector(
+            &Letters,
+            "aaaa",
+            Some("bbbbbbbbbbbb"),
+            QueryVectorMode::Concat,
+        )
+        .unwrap();
+        // Average: question and passage weigh the same; concat: by length.
+        assert!((avg[0] - avg[1]).abs() < 1e-6);
+        assert!(cat[1] > 2.9 * cat[0]);
+    }
+
+    #[test]
+    fn hybrid_with_vectors_expansion_and_embedder_failure() {
+        let (dir, index) = index();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let opts = RetrieveOptions {
+            mode: Retrieval::Hybrid,
+            k: 2,
+            query_vector: QueryVectorMode::Average,
+        };
+        let got = retrieve(&index, Some(&Letters), "watcher", None, &opts, Some(&root)).unwrap();
+        assert_eq!(got.used, Retrieval::Hybrid);
+        assert_eq!(got.passages[0].source, "a.md");
+        // The HyDE passage expands the lexical query.
+        let lexical = RetrieveOptions {
+            mode: Retrieval::Lexical,
+            ..opts.clone()
+        };
+        let got = retrieve(
+            &index,
+            None,
+            "qqq",
+            Some("json rescue"),
+            &lexical,
+            Some(&root),
+        )
+        .unwrap();
+        assert_eq!(got.passages[0].source, "b.md");
+        // A failing embedder falls back to lexical and says why.
+        let got = retrieve(&index, Some(&Broken), "watcher", None, &opts, None).unwrap();
+        assert_eq!(got.used, Retrieval::Lexical);
+        assert!(got.fallback_reason.unwrap().contains("offline"));
+        assert!(got.passages[0].source.ends_with("a.md"));
+    }
+
+    #[test]
+    fn the_hyde_cache_round_trips_through_sqlite() {
+        let (_dir, index) = index();
+        let cache = IndexCache(&index);
+        assert_eq!(cache.get("m", "q"), None);
+        cache.put("m", "q", "passage");
+        assert_eq!(cache.get("m", "q").as_deref(), Some("passage"));
+        assert_eq!(cache.get("other-model", "q"), None);
+    }
+}
