@@ -768,3 +768,70 @@ fn search_hyde_expands_the_query() {
     assert_eq!(fake.hits(), 1);
     let _ = Path::new(&env.loops_md);
 }
+
+#[test]
+fn openai_sse_answer_with_done_and_citation() {
+    let env = setup(FAST);
+    let full = json!({"answer": "The watcher cuts the loop.",
+                      "citations": [{"source": env.loops_md, "start_line": 2, "end_line": 3}]})
+    .to_string();
+    let (a, b) = full.split_at(full.len() / 2);
+    let fake = Fake::start(vec![Reply::Sse(vec![
+        openai_chunk(a),
+        openai_chunk(b),
+        "[DONE]".to_string(),
+    ])]);
+    let (out, v) = ask(
+        &env,
+        Provider::OpenAi(&fake),
+        &["How do I stop a looping stream?"],
+    );
+    assert_eq!(code(&out), 0, "{v}");
+    assert_eq!(v["answer"], "The watcher cuts the loop.");
+    assert_eq!(v["streamed"], true);
+    assert_eq!(v["loop_cut"], false);
+    assert_eq!(v["citations"][0]["start_line"], 2);
+    assert_eq!(v["dropped_citations"], 0);
+    assert_eq!(fake.seen()[0].1["stream"], true);
+}
+
+#[test]
+fn gemini_429_with_retry_info_then_json_mode_refusal_are_handled() {
+    let env = setup(
+        "[llm.retry]\nmax_attempts = 3\nbase_delay_ms = 1\nmax_delay_ms = 5\n[oracle]\ntimeout_secs = 20\n",
+    );
+    let answer = json!({"answer": "Cancel the stream when the watcher fires."}).to_string();
+    let fake = Fake::start(vec![
+        Reply::Json(
+            429,
+            json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.05s"}]}}),
+        ),
+        Reply::Json(
+            400,
+            json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                "message": "JSON mode is not enabled for models/gemma-4-26b-a4b-it"}}),
+        ),
+        Reply::Json(200, gemini(&answer, "STOP")),
+    ]);
+    let (out, v) = ask(
+        &env,
+        Provider::Gemini(&fake),
+        &["--no-stream", "How do I stop a looping stream?"],
+    );
+    assert_eq!(code(&out), 0, "{v}");
+    assert_eq!(v["answer"], "Cancel the stream when the watcher fires.");
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 3);
+    // After the 400, JSON mode was dropped and the JSON asked for in the prompt.
+    assert!(seen[1].1["generationConfig"]
+        .get("responseMimeType")
+        .is_some());
+    assert!(
+        seen[2].1["generationConfig"]
+            .get("responseMimeType")
+            .is_none(),
+        "{}",
+        seen[2].1
+    );
+}
