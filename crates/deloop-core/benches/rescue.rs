@@ -48,6 +48,15 @@ fn valid_json() -> String {
     serde_json::to_string(&serde_json::json!({ "answer": items })).unwrap()
 }
 
+/// One huge string full of inner quotes, commas, colons and braces (the
+/// input that makes naive look-ahead quadratic).
+fn adversarial() -> String {
+    format!(
+        "{{\"answer\": \"{}",
+        "a \"b\", \"c\": {\"d\"} e \"} x ".repeat(TARGET / 28)
+    )
+}
+
 fn bench(c: &mut Criterion) {
     let broken = broken_llm_json();
     let valid = valid_json();
@@ -71,10 +80,7 @@ fn bench(c: &mut Criterion) {
     });
     // Adversarial: one huge string full of inner quotes, commas, colons and
     // braces (the input that makes naive look-ahead quadratic).
-    let adversarial = format!(
-        "{{\"answer\": \"{}",
-        "a \"b\", \"c\": {\"d\"} e \"} x ".repeat(TARGET / 28)
-    );
+    let adversarial = adversarial();
     g.throughput(Throughput::Bytes(adversarial.len() as u64));
     g.bench_function("rescue_adversarial_inner_quotes_1mb", |b| {
         b.iter(|| rescue(black_box(&adversarial), "answer").unwrap())
@@ -94,8 +100,9 @@ fn cpu_ns() -> Option<u64> {
 fn cpu_throughput() {
     let broken = broken_llm_json();
     let valid = valid_json();
+    let adversarial = adversarial();
     type Run<'a> = (&'a str, &'a str, &'a dyn Fn(&str));
-    let runs: [Run; 4] = [
+    let runs: [Run; 5] = [
         ("repair_broken_llm_1mb", &broken, &|s| {
             black_box(repair(s).unwrap());
         }),
@@ -107,6 +114,9 @@ fn cpu_throughput() {
         }),
         ("serde_json_valid_1mb_baseline", &valid, &|s| {
             black_box(serde_json::from_str::<serde_json::Value>(s).unwrap());
+        }),
+        ("rescue_adversarial_inner_quotes_1mb", &adversarial, &|s| {
+            black_box(rescue(s, "answer").unwrap());
         }),
     ];
     for (name, input, f) in runs {
