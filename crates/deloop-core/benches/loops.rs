@@ -123,5 +123,67 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decide, hash, replay);
+/// On-CPU nanoseconds of this thread (Linux `schedstat`), to report CPU
+/// time next to criterion's wall-clock figures on a shared machine.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Prints CPU time per operation (not a criterion measurement).
+fn cpu_time_report(_c: &mut Criterion) {
+    let Some(_) = thread_cpu_ns() else {
+        eprintln!("loops/cpu: /proc/thread-self/schedstat unavailable, skipped");
+        return;
+    };
+    let args: Vec<Value> = (0..64).map(small_args).collect();
+    let ids: Vec<String> = (0..64).map(|i| format!("c{i}")).collect();
+    let result = json!({"content": [{"type": "text", "text": "fn main() {}"}], "details": {}});
+    for profile in Profile::ALL {
+        let mut guard = Guard::new(profile, LoopConfig::default());
+        let n = 200_000usize;
+        let (mut call_ns, mut pair_ns) = (0u64, 0u64);
+        for i in 0..n {
+            let k = i % 64;
+            let a = thread_cpu_ns().unwrap_or(0);
+            black_box(guard.on_call(&ToolCall::new("read", &args[k]).id(&ids[k])));
+            let b = thread_cpu_ns().unwrap_or(0);
+            black_box(guard.on_outcome(&Outcome::new(OutcomeBody::Result(&result)).id(&ids[k])));
+            let c = thread_cpu_ns().unwrap_or(0);
+            call_ns += b - a;
+            pair_ns += c - a;
+        }
+        // Subtract the cost of one schedstat read (measured back to back).
+        let m = 20_000u64;
+        let t0 = thread_cpu_ns().unwrap_or(0);
+        for _ in 0..m {
+            black_box(thread_cpu_ns());
+        }
+        let read_cost = (thread_cpu_ns().unwrap_or(0) - t0) / m;
+        eprintln!(
+            "loops/cpu/{profile}: on_call {} ns, on_call+on_outcome {} ns (mean CPU time, history 30)",
+            (call_ns / n as u64).saturating_sub(read_cost),
+            (pair_ns / n as u64).saturating_sub(2 * read_cost)
+        );
+        let events = transcript(50_000);
+        let count = events.len() as u64;
+        let t0 = thread_cpu_ns().unwrap_or(0);
+        let mut r = Replay::new(Guard::new(profile, LoopConfig::default()));
+        for e in events {
+            r.push(e).unwrap();
+        }
+        let ns = thread_cpu_ns().unwrap_or(0) - t0;
+        black_box(r.verdicts().len());
+        eprintln!(
+            "loops/cpu/{profile}: replay {:.0} events/s CPU time ({count} events)",
+            count as f64 * 1e9 / ns as f64
+        );
+    }
+}
+
+criterion_group!(benches, cpu_time_report, decide, hash, replay);
 criterion_main!(benches);

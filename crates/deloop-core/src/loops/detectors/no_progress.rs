@@ -38,14 +38,13 @@ fn count(history: &VecDeque<Record>, tool: &str, call: Digest, failures_only: bo
     let mut crossed = false;
     let mut pending_vetoes = 0u32;
     for r in history.iter().rev() {
-        if &*r.tool != tool {
-            if failures_only {
-                break;
-            }
-            continue;
-        }
+        // The call digest covers the tool name, so the cheap digest test
+        // comes first in the same-call pass.
         if !failures_only && r.call != call {
             continue;
+        }
+        if failures_only && &*r.tool != tool {
+            break;
         }
         let done = match &r.state {
             State::Veto => {
