@@ -254,6 +254,11 @@ impl LoopConfig {
 
     /// Parses a JSON5 (or JSON) config text.
     pub fn from_json5(text: &str) -> Result<(LoopConfig, Vec<Adjustment>), ConfigError> {
+        if nesting_depth(text) > MAX_CONFIG_DEPTH {
+            return Err(ConfigError::Syntax(format!(
+                "nesting deeper than {MAX_CONFIG_DEPTH} levels"
+            )));
+        }
         let value: Value = json5::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
         Self::from_value(&value)
     }
@@ -321,6 +326,48 @@ impl LoopConfig {
         }
         Ok((LoopConfig { base, agents }, adjustments))
     }
+}
+
+/// Deepest nesting accepted in a config file (the JSON5 parser recurses).
+const MAX_CONFIG_DEPTH: usize = 64;
+
+/// Maximum bracket nesting outside strings and comments (linear scan).
+fn nesting_depth(text: &str) -> usize {
+    let b = text.as_bytes();
+    let (mut depth, mut max, mut i) = (0usize, 0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    max
 }
 
 /// Field-by-field merge: objects merge recursively, everything else is replaced.
