@@ -18,11 +18,12 @@ struct Numbers {
     runs_critical: usize,
 }
 
-fn evaluate(profile: Profile) -> Numbers {
+fn evaluate(profile: Profile) -> (Numbers, Vec<(String, Option<usize>)>) {
     let root = shared_dir().join("data/trajectories");
     let index = std::fs::read_to_string(root.join("index.jsonl")).expect("index.jsonl");
     let mut n = Numbers::default();
     let mut runs = 0;
+    let mut firsts = Vec::new();
     for line in index.lines().filter(|l| !l.trim().is_empty()) {
         let row: Value = serde_json::from_str(line).unwrap();
         let file = row["file"].as_str().unwrap();
@@ -32,7 +33,9 @@ fn evaluate(profile: Profile) -> Numbers {
         for ev in parse_events(&text) {
             r.push(ev).unwrap_or_else(|e| panic!("{file}: {e}"));
         }
-        let critical = r.verdicts().iter().any(|c| c.verdict.is_critical());
+        let first = r.verdicts().iter().position(|c| c.verdict.is_critical());
+        firsts.push((file.to_string(), first));
+        let critical = first.is_some();
         runs += 1;
         let resolved = row["outcome"] == "resolved";
         let looped = row["plausible_loop"] == true;
@@ -43,21 +46,34 @@ fn evaluate(profile: Profile) -> Numbers {
         n.runs_critical += critical as usize;
     }
     assert_eq!(runs, 317, "the trajectory set has 317 runs");
-    n
+    (n, firsts)
 }
 
 #[test]
 fn trajectories_all_profiles() {
     let mut all = Vec::new();
     for p in Profile::ALL {
-        let n = evaluate(p);
+        let (n, firsts) = evaluate(p);
         println!(
             "{p:>8}: critical on {}/{} resolved runs, caught {}/{} plausible loops, {} of 317 runs with a critical",
             n.resolved_critical, n.resolved, n.loops_caught, n.loops, n.runs_critical
         );
-        all.push((p, n));
+        all.push((p, n, firsts));
     }
-    let get = |p: Profile| all.iter().find(|(q, _)| *q == p).unwrap().1;
+    let get = |p: Profile| all.iter().find(|(q, _, _)| *q == p).unwrap().1;
+    let firsts = |p: Profile| &all.iter().find(|(q, _, _)| *q == p).unwrap().2;
+    // Every run OpenClaw blocks, default blocks at the same call or earlier.
+    for ((file, oc), (_, dl)) in firsts(Profile::OpenClaw)
+        .iter()
+        .zip(firsts(Profile::Default))
+    {
+        if let Some(oc) = oc {
+            assert!(
+                dl.is_some_and(|d| d <= *oc),
+                "{file}: openclaw blocks at call {oc}, default at {dl:?}"
+            );
+        }
+    }
     let d = get(Profile::Default);
     assert_eq!((d.resolved, d.loops), (122, 57));
     assert_eq!(
