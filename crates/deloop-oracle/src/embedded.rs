@@ -43,16 +43,12 @@ pub struct DefaultIndex {
     pub embedder: String,
 }
 
-/// Builds the default index at `db` from [`EMBEDDED_DOCS`]: writes them
-/// under [`embedded_root`] (so citations point at real files) and indexes
-/// them with `embedder` (none: lexical only).
-pub fn build_default_index(
-    db: &std::path::Path,
-    embedder: Option<&dyn deloop_index::Embedder>,
-) -> deloop_index::Result<(deloop_index::Index, DefaultIndex)> {
-    let root = embedded_root(db);
+fn write_docs(root: &std::path::Path) -> deloop_index::Result<()> {
     for (name, text) in EMBEDDED_DOCS {
         let path = root.join(name);
+        if std::fs::read_to_string(&path).is_ok_and(|t| t == *text) {
+            continue;
+        }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|source| deloop_index::Error::Io {
                 path: parent.display().to_string(),
@@ -64,6 +60,40 @@ pub fn build_default_index(
             source,
         })?;
     }
+    Ok(())
+}
+
+/// True when the documents under `root` differ from [`EMBEDDED_DOCS`] (a
+/// default index built by an older binary).
+pub fn is_stale(root: &std::path::Path) -> bool {
+    EMBEDDED_DOCS
+        .iter()
+        .any(|(name, text)| !std::fs::read_to_string(root.join(name)).is_ok_and(|t| t == *text))
+}
+
+/// Brings a default index built by an older binary up to date: rewrites the
+/// changed documents under `root` and re-indexes them incrementally (only
+/// changed files are re-chunked and re-embedded). `embedder` must be the
+/// index's own. Returns the number of documents updated.
+pub fn refresh_default_index(
+    index: &mut deloop_index::Index,
+    root: &std::path::Path,
+    embedder: Option<&dyn deloop_index::Embedder>,
+) -> deloop_index::Result<u64> {
+    write_docs(root)?;
+    let stats = index.index_paths(&[root.to_path_buf()], embedder, &mut |_| {})?;
+    Ok(stats.updated + stats.removed)
+}
+
+/// Builds the default index at `db` from [`EMBEDDED_DOCS`]: writes them
+/// under [`embedded_root`] (so citations point at real files) and indexes
+/// them with `embedder` (none: lexical only).
+pub fn build_default_index(
+    db: &std::path::Path,
+    embedder: Option<&dyn deloop_index::Embedder>,
+) -> deloop_index::Result<(deloop_index::Index, DefaultIndex)> {
+    let root = embedded_root(db);
+    write_docs(&root)?;
     let root = std::fs::canonicalize(&root).map_err(|source| deloop_index::Error::Io {
         path: root.display().to_string(),
         source,
@@ -119,6 +149,33 @@ mod tests {
         assert_eq!(got.used, deloop_index::Retrieval::Lexical);
         assert!(got.fallback_reason.is_some());
         assert!(!got.passages.is_empty());
+        assert!(!is_stale(&built.root));
+        std::fs::write(built.root.join("docs/llm.md"), "# Old\n\nstale text\n").unwrap();
+        assert!(is_stale(&built.root));
+        drop(got);
+        let mut index = index;
+        // The index now holds the stale text, as if an older binary built it.
+        index
+            .index_paths(std::slice::from_ref(&built.root), None, &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            refresh_default_index(&mut index, &built.root, None).unwrap(),
+            1
+        );
+        assert!(!is_stale(&built.root));
+        let got = crate::retrieve::retrieve(
+            &index,
+            None,
+            "How do I stop a looping stream?",
+            None,
+            &crate::retrieve::RetrieveOptions {
+                mode: deloop_index::Retrieval::Lexical,
+                k: 5,
+                query_vector: crate::hyde::QueryVectorMode::Average,
+            },
+            Some(&built.root),
+        )
+        .unwrap();
         for p in &got.passages {
             assert!(
                 EMBEDDED_DOCS.iter().any(|(name, _)| *name == p.source),

@@ -204,12 +204,35 @@ pub(crate) fn open_index(config: &Config, flag: Option<&Path>) -> anyhow::Result
     let root = deloop_oracle::embedded::embedded_root(&db);
     let root = std::fs::canonicalize(&root).ok();
     if db.is_file() {
-        let index = Index::open_existing(&db)?;
-        return Ok(OpenedIndex {
-            index,
-            root,
-            notes: Vec::new(),
-        });
+        let mut index = Index::open_existing(&db)?;
+        let mut notes = Vec::new();
+        // A default index built by an older binary: refresh its documents.
+        if let Some(r) = root
+            .as_deref()
+            .filter(|r| !explicit && deloop_oracle::embedded::is_stale(r))
+        {
+            let (embedder, problem) = query_embedder(config, &index);
+            let lexical = matches!(index.embedder_info(), Ok(Some(ref i)) if i.is_none());
+            if embedder.is_some() || lexical {
+                match deloop_oracle::embedded::refresh_default_index(
+                    &mut index,
+                    r,
+                    embedder.as_deref(),
+                ) {
+                    Ok(n) => notes.push(format!(
+                        "refreshed {n} embedded document(s) in {} (this binary ships newer docs)",
+                        db.display()
+                    )),
+                    Err(e) => tracing::warn!(error = %e, "cannot refresh the embedded docs"),
+                }
+            } else if let Some(p) = problem {
+                tracing::warn!(problem = %p, "embedded docs are stale but cannot be re-embedded");
+            }
+            for n in &notes {
+                eprintln!("deloop ask: {n}");
+            }
+        }
+        return Ok(OpenedIndex { index, root, notes });
     }
     if explicit {
         return Err(BadInput(format!(
