@@ -57,10 +57,14 @@ fn evaluate(config: &ClampConfig, name: &str) -> (usize, usize, usize, usize) {
     let cases = load();
     assert_eq!(cases.len(), 118, "the set has 118 cases");
     let (mut loops, mut hit, mut healthy, mut intact) = (0, 0, 0, 0);
+    let mut fired_on_loops = 0;
     for case in &cases {
         let out = clamp(&case.text, config);
         if case.label == "loop" {
             loops += 1;
+            if out.is_clamped() {
+                fired_on_loops += 1;
+            }
             if caught(case, &out.text) {
                 hit += 1;
             } else {
@@ -75,7 +79,10 @@ fn evaluate(config: &ClampConfig, name: &str) -> (usize, usize, usize, usize) {
             }
         }
     }
-    println!("[{name}] loops caught: {hit}/{loops}; healthy unchanged: {intact}/{healthy}");
+    println!(
+        "[{name}] loops caught: {hit}/{loops} (fired on {fired_on_loops}); \
+         healthy unchanged: {intact}/{healthy}"
+    );
     (hit, loops, intact, healthy)
 }
 
