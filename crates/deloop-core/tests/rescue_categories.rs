@@ -490,3 +490,14 @@ fn hash_inside_text_is_not_a_comment() {
     let en = "{\"answer\": \"Intro \"x\"\n## Heading\nBody\"}";
     assert_eq!(text(en, "answer"), "Intro \"x\"\n## Heading\nBody");
 }
+
+#[test]
+fn repair_keeps_the_models_key_order() {
+    let raw = "{'zeta': 1, beta: [2,], 'alfa': {'y': True, 'x': None}, 'zeta': 3";
+    let out = serde_json::to_string(&repair(raw).unwrap().value).unwrap();
+    assert_eq!(out, r#"{"zeta":3,"beta":[2],"alfa":{"y":true,"x":null}}"#);
+    // A revision with its keys reordered still replaces the draft.
+    let raw = r#"Draft: {"b": 1, "a": 2} Final: {"a": 3, "b": 4}"#;
+    let out = serde_json::to_string(&repair(raw).unwrap().value).unwrap();
+    assert_eq!(out, r#"{"a":3,"b":4}"#);
+}

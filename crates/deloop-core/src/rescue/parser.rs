@@ -785,7 +785,10 @@ impl<'a> Parser<'a> {
         self.kinds_buf = kinds;
         let mut parsed = res?;
         if let Some(k) = at_root {
-            parsed.found = parsed.value.as_object_mut().and_then(|m| m.remove(&k));
+            parsed.found = parsed
+                .value
+                .as_object_mut()
+                .and_then(|m| m.shift_remove(&k));
         }
         Ok(parsed)
     }

@@ -189,7 +189,10 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
 /// Same shape: a later value that revises an earlier one.
 fn same_shape(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => x.keys().eq(y.keys()),
+        (Value::Object(x), Value::Object(y)) => {
+            // Key order does not matter: a revision may reorder its keys.
+            x.len() == y.len() && x.keys().all(|k| y.contains_key(k))
+        }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len()
                 && match (x.first(), y.first()) {
