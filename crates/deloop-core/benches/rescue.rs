@@ -3,7 +3,7 @@
 //! truncated at the end), on 1 MB of valid JSON (with serde_json as the
 //! baseline), and on adversarial inner-quote input.
 use criterion::{criterion_group, Criterion, Throughput};
-use deloop_core::rescue::{repair, rescue};
+use deloop_core::rescue::{repair, rescue, PartialExtractor};
 use std::hint::black_box;
 
 const TARGET: usize = 1 << 20;
@@ -55,6 +55,49 @@ fn adversarial() -> String {
         "{{\"answer\": \"{}",
         "a \"b\", \"c\": {\"d\"} e \"} x ".repeat(TARGET / 28)
     )
+}
+
+/// A streamed reply whose answer is `n` bytes of model text with inner
+/// quotes, escapes, raw newlines and accents, closed at the end.
+fn streamed_reply(n: usize) -> String {
+    let mut s = String::from("{\"answer\": \"");
+    let piece = "La \"revisión final\" dice: use \\\"strict\\\": true, ok.\nLínea 😀 con más texto, {llaves} y [corchetes]. ";
+    while s.len() < n {
+        s.push_str(piece);
+    }
+    s.push_str("\", \"sources\": [1, 2]}");
+    s
+}
+
+/// Streams `reply` through a [`PartialExtractor`] in chunks of `chunk`
+/// bytes (moved to char boundaries); returns the streamed length.
+fn stream(reply: &str, chunk: usize) -> usize {
+    let mut ex = PartialExtractor::new("answer");
+    let mut at = 0;
+    let mut total = 0;
+    while at < reply.len() {
+        let mut end = (at + chunk).min(reply.len());
+        while !reply.is_char_boundary(end) {
+            end += 1;
+        }
+        total += ex.push(&reply[at..end]).len();
+        at = end;
+    }
+    total + ex.finish().len()
+}
+
+fn bench_stream(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rescue_stream");
+    g.sample_size(10);
+    for (name, n) in [
+        ("stream_16b_chunks_1mb", TARGET),
+        ("stream_16b_chunks_8mb", 8 * TARGET),
+    ] {
+        let reply = streamed_reply(n);
+        g.throughput(Throughput::Bytes(reply.len() as u64));
+        g.bench_function(name, |b| b.iter(|| stream(black_box(&reply), 16)));
+    }
+    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -119,6 +162,41 @@ fn cpu_throughput() {
             black_box(rescue(s, "answer").unwrap());
         }),
     ];
+    let stream_1 = streamed_reply(TARGET);
+    let stream_8 = streamed_reply(8 * TARGET);
+    let want = rescue(&stream_1, "answer")
+        .unwrap()
+        .as_text()
+        .unwrap()
+        .len();
+    assert_eq!(stream(&stream_1, 16), want, "streaming must equal batch");
+    let mut per_mb = Vec::new();
+    for (name, input) in [
+        ("stream_16b_chunks_1mb", &stream_1),
+        ("stream_16b_chunks_8mb", &stream_8),
+    ] {
+        let Some(t0) = cpu_ns() else {
+            return;
+        };
+        let n = 3;
+        for _ in 0..n {
+            black_box(stream(black_box(input), 16));
+        }
+        let Some(t1) = cpu_ns() else {
+            return;
+        };
+        let secs = (t1 - t0) as f64 / 1e9 / n as f64;
+        per_mb.push(secs);
+        println!(
+            "cpu-time {name}: {:.1} ms, {:.0} MB/s",
+            secs * 1e3,
+            input.len() as f64 / 1e6 / secs
+        );
+    }
+    println!(
+        "cpu-time ratio stream 8 MB / 1 MB: {:.2}",
+        per_mb[1] / per_mb[0]
+    );
     for (name, input, f) in runs {
         let Some(t0) = cpu_ns() else {
             return;
@@ -136,7 +214,7 @@ fn cpu_throughput() {
     }
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_stream);
 
 fn main() {
     benches();

@@ -157,7 +157,7 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
     if let Some(from) = scan::after_think(raw) {
         let s = scan::scan(&raw[from..], opts.max_depth, Some(key))?;
         match scan::choose_key(s, &raw[from..], key, opts.max_depth) {
-            Ok((value, mut rep)) => {
+            Ok((value, mut rep, _)) => {
                 rep.note(Repair::SkippedThinkBlock);
                 return Ok(Rescued {
                     value,
@@ -169,7 +169,7 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
     }
     let s = scan::scan(raw, opts.max_depth, Some(key))?;
     match scan::choose_key(s, raw, key, opts.max_depth) {
-        Ok((value, rep)) => Ok(Rescued {
+        Ok((value, rep, _)) => Ok(Rescued {
             value,
             repairs: ordered(rep),
         }),
@@ -177,6 +177,27 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
             key: key.to_owned(),
         }),
         Err(_) => Err(RescueError::NoJson),
+    }
+}
+
+/// The text of `key` as [`rescue`] reads it from `raw`, with the context
+/// of the string value it came from (positions in `raw`), when there is
+/// one. Follows the same path as [`rescue_with`] with default options,
+/// except that after a `</think>` only the text after it is searched (a
+/// stream may still bring the answer there).
+pub(crate) fn rescue_located(raw: &str, key: &str) -> Option<(String, Option<parser::StrCtx>)> {
+    let opts = RescueOptions::default();
+    check_size(raw, &opts).ok()?;
+    let from = scan::after_think(raw).unwrap_or(0);
+    let s = scan::scan(&raw[from..], opts.max_depth, Some(key)).ok()?;
+    let (value, _, ctx) = scan::choose_key(s, &raw[from..], key, opts.max_depth).ok()?;
+    let ctx = ctx.map(|mut c| {
+        c.open += from;
+        c
+    });
+    match value {
+        Value::String(t) => Some((t, ctx)),
+        _ => None,
     }
 }
 

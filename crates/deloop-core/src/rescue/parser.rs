@@ -82,8 +82,12 @@ enum St {
     After,
 }
 
-enum Verdict {
+/// The decision for a `"` met inside a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The quote closes the string.
     Close,
+    /// The quote is text inside the string.
     Inner,
     /// The string really ended before the comma at this position (a
     /// missing closing quote before `, "key":`).
@@ -115,6 +119,25 @@ pub(crate) struct Parser<'a> {
     last_bracket: Option<usize>,
     stack_buf: Vec<Frame>,
     kinds_buf: Vec<Kind>,
+    /// Set when a look-ahead reached the end of the input (its answer may
+    /// change when more input arrives).
+    touched_end: std::cell::Cell<bool>,
+    /// Context of the last string value of the wanted key (streaming).
+    pub(crate) want_string: Option<StrCtx>,
+}
+
+/// What the closing-quote decision needs to know about a string value:
+/// shared by the batch parser and the streaming extractor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StrCtx {
+    /// Position of the opening quote.
+    pub(crate) open: usize,
+    /// The quote byte (`"` or `'`).
+    pub(crate) q: u8,
+    /// Open brackets, outermost first.
+    pub(crate) kinds: Vec<Kind>,
+    /// The enclosing object has unquoted keys.
+    pub(crate) unquoted_keys: bool,
 }
 
 struct FindState {
@@ -146,7 +169,69 @@ impl<'a> Parser<'a> {
             last_bracket: memchr::memrchr(b']', s.as_bytes()),
             stack_buf: Vec::new(),
             kinds_buf: Vec::new(),
+            touched_end: std::cell::Cell::new(false),
+            want_string: None,
         }
+    }
+
+    /// A parser used only for the closing-quote decision (constant-time
+    /// construction: no whole-input pre-scan).
+    pub(crate) fn lookahead(s: &'a str) -> Self {
+        Parser {
+            s,
+            b: s.as_bytes(),
+            end: s.len(),
+            max_depth: 0,
+            rep: Repairs::default(),
+            want: None,
+            last_brace: None,
+            last_bracket: None,
+            stack_buf: Vec::new(),
+            kinds_buf: Vec::new(),
+            touched_end: std::cell::Cell::new(false),
+            want_string: None,
+        }
+    }
+
+    /// The batch parser's decision for the quote at `j` inside the string
+    /// described by `ctx`, or `None` when the decision looked at the end of
+    /// the input (more input could change it). Used by the streaming
+    /// extractor so that batch and streaming apply the same rule.
+    pub(crate) fn final_verdict(&self, j: usize, ctx: &StrCtx) -> Option<Verdict> {
+        self.touched_end.set(false);
+        let v = self.verdict(
+            j,
+            ctx.q,
+            Role::ObjVal,
+            &ctx.kinds,
+            ctx.unquoted_keys,
+            ctx.open,
+        );
+        if self.touched_end.get() {
+            None
+        } else {
+            Some(v)
+        }
+    }
+
+    /// Whether `p` is at or past the end of the input; records that a
+    /// look-ahead reached the end.
+    #[inline]
+    fn eof(&self, p: usize) -> bool {
+        let r = p >= self.end;
+        if r {
+            self.touched_end.set(true);
+        }
+        r
+    }
+
+    /// Records that a look-ahead search ran to the end of the input.
+    #[inline]
+    fn ran_to_end<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_none() {
+            self.touched_end.set(true);
+        }
+        found
     }
 
     /// Input length.
@@ -216,23 +301,27 @@ impl<'a> Parser<'a> {
     #[inline]
     fn peek_ws(&self, mut pos: usize) -> (usize, bool) {
         let mut nl = false;
-        while pos < self.end {
+        while !self.eof(pos) {
             let c = self.b[pos];
             if c == b'\n' {
                 nl = true;
                 pos += 1;
             } else if is_ascii_ws(c) {
                 pos += 1;
-            } else if c == b'/' && pos + 1 < self.end && self.b[pos + 1] == b'*' {
-                pos = memchr::memmem::find(&self.b[pos + 2..self.end], b"*/")
+            } else if c == b'/' && !self.eof(pos + 1) && self.b[pos + 1] == b'*' {
+                pos = self
+                    .ran_to_end(memchr::memmem::find(&self.b[pos + 2..self.end], b"*/"))
                     .map_or(self.end, |k| pos + 2 + k + 2);
-            } else if (c == b'/' && pos + 1 < self.end && self.b[pos + 1] == b'/')
+            } else if (c == b'/' && !self.eof(pos + 1) && self.b[pos + 1] == b'/')
                 || (c == b'#'
                     && pos > 0
                     && is_ascii_ws(self.b[pos - 1])
-                    && self.b.get(pos + 1) == Some(&b' '))
+                    && !self.eof(pos + 1)
+                    && self.b[pos + 1] == b' ')
             {
-                pos = memchr(b'\n', &self.b[pos..self.end]).map_or(self.end, |k| pos + k);
+                pos = self
+                    .ran_to_end(memchr(b'\n', &self.b[pos..self.end]))
+                    .map_or(self.end, |k| pos + k);
             } else if c >= 0x80 {
                 let ch = self.s[pos..].chars().next().unwrap_or('x');
                 if unicode_space(ch).is_some() {
@@ -252,10 +341,10 @@ impl<'a> Parser<'a> {
     fn peek_string_end(&self, k: usize, q: u8) -> Option<usize> {
         let mut p = k + 1;
         loop {
-            let i = memchr2(q, b'\\', &self.b[p..self.end])?;
+            let i = self.ran_to_end(memchr2(q, b'\\', &self.b[p..self.end]))?;
             if self.b[p + i] == b'\\' {
                 p += i + 2;
-                if p >= self.end {
+                if self.eof(p) {
                     return None;
                 }
             } else {
@@ -266,7 +355,7 @@ impl<'a> Parser<'a> {
 
     /// Position after an identifier starting at `k`.
     fn ident_end(&self, mut k: usize) -> usize {
-        while k < self.end && (is_ident(self.b[k]) || self.b[k] == b'-') {
+        while !self.eof(k) && (is_ident(self.b[k]) || self.b[k] == b'-') {
             k += 1;
         }
         k
@@ -280,7 +369,7 @@ impl<'a> Parser<'a> {
                 Some(e) => {
                     let (n, _) = self.peek_ws(e);
                     // At the end of the input the colon may still come.
-                    n >= self.end || (self.b[n] == b':' && self.value_follows(n + 1))
+                    self.eof(n) || (self.b[n] == b':' && self.value_follows(n + 1))
                 }
                 // A key cut by the end of the input.
                 None => self.b[m + 1..self.end]
@@ -290,12 +379,12 @@ impl<'a> Parser<'a> {
         }
         if is_ident(c) {
             let e = self.ident_end(m);
-            if e > m && e + 1 < self.end && self.b[e] == b'"' && self.b[e + 1] == b':' {
+            if e > m && !self.eof(e + 1) && self.b[e] == b'"' && self.b[e + 1] == b':' {
                 return true; // `b":` — a key missing its opening quote
             }
             if allow_unquoted {
                 let (n, _) = self.peek_ws(e);
-                return e > m && n < self.end && self.b[n] == b':';
+                return e > m && !self.eof(n) && self.b[n] == b':';
             }
         }
         false
@@ -306,7 +395,7 @@ impl<'a> Parser<'a> {
     /// `"name": "Ana"` is.
     fn value_follows(&self, m: usize) -> bool {
         let (n, _) = self.peek_ws(m);
-        if n >= self.end {
+        if self.eof(n) {
             return true;
         }
         let c = self.b[n];
@@ -325,7 +414,7 @@ impl<'a> Parser<'a> {
             return true;
         }
         // The end of the input inside a literal: it may still complete.
-        e >= self.end && !word.is_empty()
+        self.eof(e) && !word.is_empty()
     }
 
     /// Whether an array element starts at `m` and is followed by `,`, `]`
@@ -337,7 +426,7 @@ impl<'a> Parser<'a> {
                 None => true,
                 Some(e) => {
                     let (n, _) = self.peek_ws(e);
-                    n >= self.end
+                    self.eof(n)
                         || matches!(self.b[n], b',' | b']' | b'}')
                         || self.b[n] == q
                         || (n > e && self.b[n].is_ascii_digit())
@@ -366,7 +455,7 @@ impl<'a> Parser<'a> {
         start: usize,
     ) -> Verdict {
         let (k, nl) = self.peek_ws(j + 1);
-        if k >= self.end {
+        if self.eof(k) {
             return Verdict::Close;
         }
         let c = self.b[k];
@@ -391,13 +480,13 @@ impl<'a> Parser<'a> {
             }
             Role::ObjVal | Role::ArrElem => {
                 let in_obj = role == Role::ObjVal;
-                if c == b'`' && self.b[k..self.end].starts_with(b"```") {
+                if c == b'`' && !self.eof(k + 2) && self.b[k..self.end].starts_with(b"```") {
                     return Verdict::Close;
                 }
                 match c {
                     b',' => {
                         let (m, nl2) = self.peek_ws(k + 1);
-                        if m >= self.end || matches!(self.b[m], b'}' | b']') {
+                        if self.eof(m) || matches!(self.b[m], b'}' | b']') {
                             return Verdict::Close;
                         }
                         let ok = if in_obj {
@@ -415,7 +504,7 @@ impl<'a> Parser<'a> {
                     b')' => {
                         // `ObjectId("1")`: the quote closes before the `)`.
                         let (m, nl2) = self.peek_ws(k + 1);
-                        if m >= self.end || nl2 || matches!(self.b[m], b',' | b'}' | b']') {
+                        if self.eof(m) || nl2 || matches!(self.b[m], b',' | b'}' | b']') {
                             Verdict::Close
                         } else {
                             Verdict::Inner
@@ -423,7 +512,7 @@ impl<'a> Parser<'a> {
                     }
                     b'+' => {
                         let (m, _) = self.peek_ws(k + 1);
-                        if m < self.end && self.b[m] == q {
+                        if !self.eof(m) && self.b[m] == q {
                             Verdict::Close
                         } else {
                             Verdict::Inner
@@ -463,7 +552,7 @@ impl<'a> Parser<'a> {
             return Verdict::Inner;
         }
         let comma = p - 1;
-        let Some(i) = memchr2(q, b'\n', &self.b[j + 1..self.end]) else {
+        let Some(i) = self.ran_to_end(memchr2(q, b'\n', &self.b[j + 1..self.end])) else {
             return Verdict::Inner;
         };
         let r = j + 1 + i;
@@ -472,9 +561,9 @@ impl<'a> Parser<'a> {
         }
         let (n, _) = self.peek_ws(r + 1);
         let ok = if in_obj {
-            n < self.end && self.b[n] == b':' && self.value_follows(n + 1)
+            !self.eof(n) && self.b[n] == b':' && self.value_follows(n + 1)
         } else {
-            n >= self.end || matches!(self.b[n], b',' | b']')
+            self.eof(n) || matches!(self.b[n], b',' | b']')
         };
         if ok {
             Verdict::CloseBefore(comma)
@@ -491,7 +580,7 @@ impl<'a> Parser<'a> {
             return Verdict::Inner;
         }
         let (m, nl) = self.peek_ws(k + 1);
-        if m >= self.end || nl {
+        if self.eof(m) || nl {
             return Verdict::Close;
         }
         let c3 = self.b[m];
@@ -505,11 +594,11 @@ impl<'a> Parser<'a> {
             }
             // Text after the root on the same line: if it holds another
             // quote followed by a closer, this quote was an inner one.
-            if let Some(i) = memchr2(q, b'\n', &self.b[m..self.end]) {
+            if let Some(i) = self.ran_to_end(memchr2(q, b'\n', &self.b[m..self.end])) {
                 let r = m + i;
                 if self.b[r] == q {
                     let (n, _) = self.peek_ws(r + 1);
-                    if n >= self.end || matches!(self.b[n], b'}' | b']') {
+                    if self.eof(n) || matches!(self.b[n], b'}' | b']') {
                         return Verdict::Inner;
                     }
                 }
@@ -914,6 +1003,18 @@ impl<'a> Parser<'a> {
                         }
                         _ if opening_quote(self.b, pos).is_some() => {
                             let unq = stack.last().is_some_and(|f| f.unquoted_keys);
+                            if role == Role::ObjVal
+                                && self.want.is_some()
+                                && stack.last().and_then(|f| f.key.as_deref()) == self.want
+                                && matches!(self.b[pos], b'"' | b'\'')
+                            {
+                                self.want_string = Some(StrCtx {
+                                    open: pos,
+                                    q: self.b[pos],
+                                    kinds: kinds.to_vec(),
+                                    unquoted_keys: unq,
+                                });
+                            }
                             let (mut text, mut p) = self.parse_string(pos, role, kinds, unq);
                             // "a" + "b": concatenation.
                             loop {

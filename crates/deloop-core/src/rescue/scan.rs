@@ -5,7 +5,7 @@ use memchr::{memchr2, memmem};
 use serde_json::Value;
 
 use super::error::RescueError;
-use super::parser::{Parser, Repairs};
+use super::parser::{Parser, Repairs, StrCtx};
 use super::Repair;
 
 /// One top-level value found in the text.
@@ -49,6 +49,9 @@ pub(crate) struct Scan {
     /// The text the candidates' positions refer to, when it is not the
     /// input (a double-encoded reply decoded once).
     pub(crate) decoded: Option<String>,
+    /// Context of the last string value of the wanted key met by the
+    /// parser (positions in the scanned text; `None` when decoded).
+    pub(crate) want_string: Option<StrCtx>,
 }
 
 /// Start of the text after the last `</think>` (or `</thinking>`), if any.
@@ -101,6 +104,7 @@ pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<S
         out.rep.note(Repair::UnescapedDoubleEncoded);
         inner.rep.extend(&out.rep);
         inner.decoded = Some(decoded);
+        inner.want_string = None;
         return Ok(inner);
     }
     drop(p);
@@ -183,6 +187,7 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
         });
         pos = parsed.end.max(cand + 1);
     }
+    out.want_string = p.want_string.take();
     Ok(out)
 }
 
@@ -337,16 +342,22 @@ pub(crate) fn refine_key(
 }
 
 /// The value of the wanted key for one scan: the last complete candidate
-/// that has the key, else the last (truncated) one that has it.
+/// that has the key, else the last (truncated) one that has it. Also
+/// returns the context of the chosen candidate's string value of the key,
+/// as its own parse met it (for the streaming extractor; when the value
+/// was refined from an inner object, the streaming extractor checks the
+/// texts agree before using it).
 pub(crate) fn choose_key(
     scan: Scan,
     text: &str,
     key: &str,
     max_depth: usize,
-) -> Result<(Value, Repairs), bool> {
+) -> Result<(Value, Repairs, Option<StrCtx>), bool> {
     let any = !scan.candidates.is_empty();
     let mut rep = scan.rep;
     let decoded = scan.decoded;
+    let want_string = scan.want_string;
+    let ctx_of = |c: &Candidate| want_string.filter(|w| (c.start..c.end).contains(&w.open));
     let text = decoded.as_deref().unwrap_or(text);
     let with_key: Vec<Candidate> = scan
         .candidates
@@ -365,13 +376,14 @@ pub(crate) fn choose_key(
     if c.rep.has(Repair::EscapedInnerQuote) || !c.complete {
         if let Some((v, r)) = refine_key(text, key, max_depth, &c) {
             rep.extend(&r);
-            return Ok((v, rep));
+            return Ok((v, rep, ctx_of(&c)));
         }
     }
     if n > 1 {
         rep.note(Repair::ChoseOneOfSeveral);
     }
     c.notes(&mut rep);
+    let ctx = ctx_of(&c);
     let v = c.found.ok_or(any)?;
-    Ok((v, rep))
+    Ok((v, rep, ctx))
 }
