@@ -117,6 +117,7 @@ def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict) -> di
         if row:
             took.append(row.get("took_ms", float("nan")))
     return {
+        "ranked": {qid: [h["id"] for h in row["hits"]] for qid, row in got.items()},
         "ndcg@10": statistics.fmean(ndcg),
         "recall@100": statistics.fmean(recall),
         "p50_ms": percentile(took, 50),
@@ -173,6 +174,28 @@ def main() -> None:
         print(f"{db_name}/{mode}: nDCG@10 {r['ndcg@10']:.4f} recall@100 {r['recall@100']:.4f}",
               file=sys.stderr)
 
+    # Offline fusion sweep over the lexical and vector runs (same depth, 100,
+    # as deloop's hybrid search at k=100): how sensitive RRF is to its k.
+    lex, vec = results["runs"].get("minilm/lexical"), results["runs"].get("minilm/vector")
+    if lex and vec:
+        sweep = {}
+        for rk in (10, 20, 40, 60, 100):
+            nd, rc = [], []
+            for qid, rel in qrels.items():
+                fused: dict = {}
+                for lst in (lex["ranked"].get(qid, []), vec["ranked"].get(qid, [])):
+                    for rank, d in enumerate(lst):
+                        fused[d] = fused.get(d, 0.0) + 1.0 / (rk + rank + 1)
+                ranked = sorted(fused, key=lambda d: -fused[d])
+                nd.append(ndcg_at(ranked, rel, 10))
+                rc.append(recall_at(ranked, rel, 100))
+            sweep[rk] = (statistics.fmean(nd), statistics.fmean(rc))
+        results["rrf_sweep"] = {str(k): v for k, v in sweep.items()}
+        print("\nRRF k sweep (offline, from the lexical and vector runs): " + ", ".join(
+            f"k={k}: nDCG@10 {v[0]:.4f} R@100 {v[1]:.4f}" for k, v in sweep.items()))
+
+    for r in results["runs"].values():
+        r.pop("ranked", None)
     print(f"\n| index / retrieval | nDCG@10 | recall@100 | p50 ms | p95 ms |")
     print("|---|---|---|---|---|")
     for key, r in results["runs"].items():
