@@ -327,3 +327,51 @@ fn help_mentions_formats() {
         assert!(text.contains(w), "{w} missing from --help");
     }
 }
+
+/// A large input: verdicts stay in order and errors name the right line.
+#[test]
+fn large_inputs_keep_order_and_line_numbers() {
+    let mut text = String::new();
+    for i in 0..12_000 {
+        text.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"read\",\"args\":{{\"path\":\"/f{}\"}}}}\n",
+            i % 97
+        ));
+        text.push_str(&format!(
+            "{{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"body {i} {}\"}}]}}}}\n",
+            "x".repeat(40)
+        ));
+    }
+    assert!(text.len() > 1 << 20);
+    let out = deloop(&["check", "--json"], Some(text.as_bytes()));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 12_001);
+    assert!(lines[..12_000]
+        .iter()
+        .enumerate()
+        .all(|(i, l)| l["index"] == i));
+
+    let mut bad_json = text.clone();
+    bad_json.push_str("{\"type\":\"call\",\n");
+    let out = deloop(&["check"], Some(bad_json.as_bytes()));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("line 24001"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut unknown = text.clone();
+    unknown.push_str("{\"type\":\"result\",\"id\":\"nope\",\"result\":1}\n");
+    unknown.push_str("not json at all\n");
+    let out = deloop(&["check"], Some(unknown.as_bytes()));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 24001") && err.contains("nope"), "{err}");
+}
