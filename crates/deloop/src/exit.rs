@@ -37,10 +37,3 @@ impl From<Exit> for ExitCode {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
-
-/// The error for a command that is not built yet. It says so plainly and
-/// exits 1, so no caller mistakes it for a result.
-#[allow(dead_code)] // every command is built now; kept for future ones
-pub fn not_implemented(command: &str, issue: u32) -> anyhow::Error {
-    anyhow::anyhow!("`deloop {command}` is not implemented yet (tracked in issue {issue})")
-}

@@ -5,9 +5,7 @@
 mod cmd;
 mod config;
 mod exit;
-#[allow(dead_code)]
 mod input;
-#[allow(dead_code)] // filled in command by command
 mod render;
 
 use clap::{Parser, Subcommand};

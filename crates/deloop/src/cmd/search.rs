@@ -56,7 +56,8 @@ pub struct Args {
 
 /// The query embedder for this index, or why there is none.
 enum QueryEmbedder {
-    Ready(MiniLm),
+    // Boxed: the model is large and the other variants are tiny.
+    Ready(Box<MiniLm>),
     Unavailable(String),
     NotNeeded,
 }
@@ -70,7 +71,7 @@ impl QueryEmbedder {
             None => QueryEmbedder::NotNeeded, // empty index: search reports it
             Some(info) if info.is_none() => QueryEmbedder::NotNeeded,
             Some(info) if info.id == MiniLm::ID => match load_minilm(args.minilm_dir.as_deref()) {
-                Ok(m) => QueryEmbedder::Ready(m),
+                Ok(m) => QueryEmbedder::Ready(Box::new(m)),
                 Err(e) => QueryEmbedder::Unavailable(format!("embedder failed: {e}")),
             },
             Some(info) => QueryEmbedder::Unavailable(format!(
@@ -91,7 +92,7 @@ impl QueryEmbedder {
             // With a HyDE passage (`expansion`), the query vector combines
             // question and passage as `qv` says; without, it is the question's.
             QueryEmbedder::Ready(m) => match deloop_oracle::retrieve::query_vector(
-                m,
+                m.as_ref(),
                 &req.text,
                 req.expansion.as_deref(),
                 qv,
