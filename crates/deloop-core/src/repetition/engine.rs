@@ -43,7 +43,7 @@ impl Engine {
     }
 
     /// Feeds one character that occupies `len` bytes of the input.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, c: char, len: usize) {
         let pos = self.pos;
         // A token ends before the whitespace that follows it, so the word

@@ -70,7 +70,7 @@ pub(crate) struct Lines {
 
 impl Lines {
     /// Updates the state with character `c` found at byte offset `pos`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, c: char, pos: usize) {
         if !self.started {
             self.started = true;

@@ -118,7 +118,7 @@ impl Substring {
     }
 
     /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
         let k = self.k;
         let slot = k & self.mask;

@@ -228,8 +228,18 @@ impl Words {
     }
 
     /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
+        if c.is_ascii() {
+            self.push_ascii(c as u8, pos, lines);
+            return;
+        }
+        self.push_general(c, pos, len, lines);
+    }
+
+    /// [`Words::push`] for any character (the ASCII path's reference).
+    #[inline]
+    fn push_general(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
         if c.is_whitespace() {
             if self.build.active {
                 self.finalize(pos, lines);
@@ -277,6 +287,52 @@ impl Words {
             self.finalize(pos + len, lines);
         } else if self.armed {
             self.check_partial(pos + len, lines);
+        } else {
+            self.partial = None;
+        }
+    }
+
+    /// [`Words::push`] for an ASCII character (one byte): the same steps
+    /// with the Unicode tables and the UTF-8 encoding left out (ASCII is
+    /// never CJK, folds to its ASCII lowercase, and is alphabetic, white
+    /// space or trailing punctuation exactly as tested below).
+    #[inline(always)]
+    fn push_ascii(&mut self, c: u8, pos: usize, lines: &Lines) {
+        // `char::is_whitespace` on ASCII: U+0009..=U+000D and U+0020.
+        if matches!(c, b'\t'..=b'\r' | b' ') {
+            if self.build.active {
+                self.finalize(pos, lines);
+            }
+            return;
+        }
+        let b = &mut self.build;
+        if !b.active {
+            b.active = true;
+            b.start = pos;
+            b.all = KeyHasher::default();
+            b.core_h = 0;
+            b.core_len = 0;
+            b.letters = 0;
+            b.plen = 0;
+            b.ptrunc = false;
+        }
+        if c.is_ascii_alphabetic() {
+            b.letters = b.letters.saturating_add(1);
+        }
+        if (b.plen as usize) < PREVIEW {
+            b.preview[b.plen as usize] = c;
+            b.plen += 1;
+        } else {
+            b.ptrunc = true;
+        }
+        let mut all = b.all;
+        all.push(char::from(c.to_ascii_lowercase()));
+        b.all = all;
+        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
+            (b.core_h, b.core_len) = all.state();
+        }
+        if self.armed {
+            self.check_partial(pos + 1, lines);
         } else {
             self.partial = None;
         }
@@ -643,5 +699,62 @@ impl Words {
         }
         self.long
             .is_some_and(|lr| !lr.run.accepted && lr.run.start < start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ASCII fast path's predicates agree with the general path's on
+    /// every ASCII character (exhaustive).
+    #[test]
+    fn ascii_fast_path_matches_unicode_path() {
+        for b in 0u8..128 {
+            let c = char::from(b);
+            assert_eq!(matches!(b, b'\t'..=b'\r' | b' '), c.is_whitespace(), "{b}");
+            assert_eq!(b.is_ascii_alphabetic(), c.is_alphabetic(), "{b}");
+            assert!(!is_cjk(c), "{b}");
+            assert_eq!(
+                matches!(b, b'.' | b',' | b';' | b':' | b'!' | b'?'),
+                is_trailing_punct(c),
+                "{b}"
+            );
+            let mut folded = Vec::new();
+            fold_char(c, |l| folded.push(l));
+            assert_eq!(folded, vec![char::from(b.to_ascii_lowercase())], "{b}");
+            assert_eq!(c.len_utf8(), 1);
+        }
+    }
+
+    /// Tokens read through the ASCII path get the same keys and previews
+    /// as through the general path (mixed ASCII / non-ASCII tokens).
+    #[test]
+    fn ascii_and_general_paths_build_the_same_tokens() {
+        let config = ClampConfig::default();
+        let lines = Lines::default();
+        for text in ["Hello, world!", "AbC?? x\x0by\x0cz", "naïve CAFÉ. ok;"] {
+            let mut fast = Words::new(&config);
+            let mut slow = Words::new(&config);
+            for (i, c) in text.char_indices() {
+                fast.push(c, i, c.len_utf8(), &lines);
+                // The general path, forced for every character.
+                let mut g = slow.clone();
+                g.push_general(c, i, c.len_utf8(), &lines);
+                slow = g;
+            }
+            fast.finish(text.len(), &lines);
+            slow.finish(text.len(), &lines);
+            assert_eq!(fast.j, slow.j, "{text}");
+            for t in 0..fast.j {
+                let (a, b) = (fast.tok(t), slow.tok(t));
+                assert_eq!(
+                    (a.key, a.start, a.end, a.word, a.connector, a.plen, a.ptrunc),
+                    (b.key, b.start, b.end, b.word, b.connector, b.plen, b.ptrunc),
+                    "{text}"
+                );
+                assert_eq!(a.preview, b.preview, "{text}");
+            }
+        }
     }
 }
