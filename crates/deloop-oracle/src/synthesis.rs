@@ -293,14 +293,23 @@ pub async fn synthesize(
     let req = answer_request(question, passages, opts);
     let result = if opts.stream {
         let mut partial = deloop_core::rescue::PartialExtractor::new("answer");
-        client
+        let streamed = client
             .generate_stream(&req, cancel, Some(opts.guards.clamp.clone()), |delta| {
                 let text = partial.push(delta);
                 if !text.is_empty() {
                     on_answer(text);
                 }
             })
-            .await
+            .await;
+        // The extractor holds back text the end-of-input rules could still
+        // drop; the stream has ended, so flush it.
+        if streamed.is_ok() {
+            let rest = partial.finish();
+            if !rest.is_empty() {
+                on_answer(rest);
+            }
+        }
+        streamed
     } else {
         client.generate(&req, cancel).await
     };
