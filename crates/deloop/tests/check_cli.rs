@@ -31,13 +31,19 @@ fn deloop(args: &[&str], stdin: Option<&[u8]>) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn deloop");
-    {
-        let mut sin = child.stdin.take().unwrap();
-        if let Some(data) = stdin {
-            sin.write_all(data).unwrap();
+    // Feed stdin from a thread: the output streams, so a large input must
+    // not wait for the child to finish reading before its output is read.
+    let mut sin = child.stdin.take().unwrap();
+    let data = stdin.map(<[u8]>::to_vec);
+    let writer = std::thread::spawn(move || {
+        if let Some(data) = data {
+            // The child may stop reading early (bad input): ignore EPIPE.
+            let _ = sin.write_all(&data);
         }
-    }
-    child.wait_with_output().unwrap()
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {
@@ -374,4 +380,56 @@ fn large_inputs_keep_order_and_line_numbers() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 24001") && err.contains("nope"), "{err}");
+}
+
+/// A 200k-event stream through stdin: the streaming path keeps one line
+/// per call, in order, and the summary counts every call.
+#[test]
+fn streams_a_large_events_input() {
+    let mut text = String::with_capacity(24 << 20);
+    let calls = 100_000;
+    for i in 0..calls {
+        // Mostly distinct calls; every 1000th block of 30 repeats one call
+        // with the same result, so some verdicts are not ok.
+        let path = if (i / 30) % 1000 == 7 {
+            "/same".to_string()
+        } else {
+            format!("/f{i}")
+        };
+        text.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"read\",\"args\":{{\"path\":\"{path}\"}}}}\n"
+        ));
+        text.push_str(&format!(
+            "{{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{path}\"}}]}}}}\n"
+        ));
+    }
+    let out = deloop(
+        &["check", "--json", "--profile", "openclaw"],
+        Some(text.as_bytes()),
+    );
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), calls + 1);
+    assert!(lines[..calls]
+        .iter()
+        .enumerate()
+        .all(|(i, l)| l["index"] == i && l["tool"] == "read"));
+    let summary = &lines[calls]["summary"];
+    assert_eq!(summary["calls"], calls);
+    assert_eq!(summary["format"], "events");
+    let count = |level: &str| {
+        lines[..calls]
+            .iter()
+            .filter(|l| l["level"] == level)
+            .count()
+    };
+    assert_eq!(summary["warnings"], count("warning"));
+    assert_eq!(summary["criticals"], count("critical"));
+    assert!(count("warning") > 0, "the repeated blocks should warn");
+    assert_eq!(code == Some(3), count("critical") > 0);
 }

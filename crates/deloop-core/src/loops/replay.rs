@@ -262,6 +262,13 @@ impl Replay {
         &self.verdicts
     }
 
+    /// Whether call `index`'s verdict can no longer change: its result
+    /// arrived, or it was blocked (its result is ignored). `false` for an
+    /// index that is not a call yet.
+    pub fn is_settled(&self, index: usize) -> bool {
+        index < self.calls.len() && (self.answered[index] || self.calls[index].blocked)
+    }
+
     /// Consumes the replay, returning the verdicts.
     pub fn into_verdicts(self) -> Vec<CallVerdict> {
         self.verdicts

@@ -17,7 +17,7 @@
 //! call is waiting on) is an error naming the line (events) or the message
 //! (openai/anthropic), exit code 2.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use deloop_core::loops::replay::{Event, Replay};
@@ -104,32 +104,244 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         Some(p) => p.into(),
         None => config.base().profile.unwrap_or_default(),
     };
-    let text = crate::input::read_text(args.file.as_deref(), args.lossy)?;
-    let format = match args.format {
-        Format::Auto => detect_format(&text),
-        f => f,
-    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut replay = Replay::new(Guard::new(profile, config));
+    let mut reader = open_input(args.file.as_deref())?;
+    // Peek at the first non-blank line: an events line streams; anything
+    // else (a JSON document, message lines) takes the whole-document path.
+    let (format, first) = match args.format {
+        Format::Auto => {
+            let first = read_first_line(&mut reader, args.lossy)?;
+            match &first {
+                Some((_, text)) if is_event_line(text) => (Format::Events, first),
+                Some(_) | None => {
+                    // Blank lines skipped by the peek keep their numbers.
+                    let mut text = match first {
+                        Some((n, t)) => "\n".repeat(n - 1) + &t,
+                        None => String::new(),
+                    };
+                    text.push_str(&read_rest(&mut reader, args.lossy)?);
+                    let f = detect_format(&text);
+                    match f {
+                        Format::Openai | Format::Anthropic => {
+                            return finish_document(&args, f, &text, replay, profile, &mut out)
+                        }
+                        _ => {
+                            // Events after all (e.g. the first line is bad):
+                            // replay the text already read, with its line numbers.
+                            let stream = StreamOut::new(&mut out, args.json);
+                            let summary = replay_event_lines(
+                                text.as_bytes(),
+                                0,
+                                args.lossy,
+                                &mut replay,
+                                stream,
+                                profile,
+                            )?;
+                            return finish_stream(&args, replay, summary, &mut out);
+                        }
+                    }
+                }
+            }
+        }
+        f => (f, None),
+    };
     match format {
-        Format::Events | Format::Auto => replay_events(&text, &mut replay)?,
-        Format::Openai => replay_messages(&text, &mut replay, openai_events)?,
-        Format::Anthropic => replay_messages(&text, &mut replay, anthropic_events)?,
+        Format::Events | Format::Auto => {
+            let mut stream = StreamOut::new(&mut out, args.json);
+            let mut lineno = 0;
+            if let Some((n, text)) = first {
+                lineno = n;
+                if let Some(ev) = parse_event_line(&text, n)? {
+                    replay.push(ev).map_err(|e| bad(n, e))?;
+                    stream.emit(&replay)?;
+                }
+            }
+            let summary =
+                replay_event_lines(reader, lineno, args.lossy, &mut replay, stream, profile)?;
+            finish_stream(&args, replay, summary, &mut out)
+        }
+        f => {
+            let text = read_rest(&mut reader, args.lossy)?;
+            finish_document(&args, f, &text, replay, profile, &mut out)
+        }
+    }
+}
+
+/// Opens the file, or standard input for `None` / `-`.
+fn open_input(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn BufRead>> {
+    Ok(match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let f = std::fs::File::open(p)
+                .map_err(|e| BadInput(format!("cannot read {}: {e}", p.display())))?;
+            Box::new(std::io::BufReader::with_capacity(1 << 16, f))
+        }
+        _ => Box::new(std::io::BufReader::with_capacity(
+            1 << 16,
+            std::io::stdin().lock(),
+        )),
+    })
+}
+
+/// Decodes one line, strictly (the error names the line) or lossily.
+fn decode_line(
+    bytes: &[u8],
+    line: usize,
+    lossy: bool,
+) -> anyhow::Result<std::borrow::Cow<'_, str>> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(std::borrow::Cow::Borrowed(s)),
+        Err(_) if lossy => Ok(String::from_utf8_lossy(bytes)),
+        Err(e) => Err(bad(
+            line,
+            format!(
+                "input is not valid UTF-8 (first invalid byte at column {}); \
+                 fix the encoding or pass --lossy to replace invalid bytes with U+FFFD",
+                e.valid_up_to() + 1
+            ),
+        )),
+    }
+}
+
+/// Reads up to the first non-blank line: `(line number, text)`.
+fn read_first_line(r: &mut dyn BufRead, lossy: bool) -> anyhow::Result<Option<(usize, String)>> {
+    let mut buf = Vec::new();
+    let mut n = 0;
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(None);
+        }
+        n += 1;
+        let text = decode_line(&buf, n, lossy)?;
+        if !text.trim().is_empty() {
+            return Ok(Some((n, text.into_owned())));
+        }
+    }
+}
+
+/// Reads the rest of the input as text (whole-document formats).
+fn read_rest(r: &mut dyn BufRead, lossy: bool) -> anyhow::Result<String> {
+    let mut bytes = Vec::new();
+    r.read_to_end(&mut bytes)?;
+    crate::input::decode(bytes, lossy)
+}
+
+/// An events line (has a `"type"`, no `"role"`), as [`detect_format`] decides.
+fn is_event_line(line: &str) -> bool {
+    match serde_json::from_str::<Value>(line.trim()) {
+        Ok(v) => v.get("type").and_then(Value::as_str).is_some() && v.get("role").is_none(),
+        Err(_) => false,
+    }
+}
+
+/// Streams JSON lines as soon as each call's verdict is settled.
+struct StreamOut<'a, W: Write> {
+    out: &'a mut W,
+    json: bool,
+    next: usize,
+}
+
+impl<'a, W: Write> StreamOut<'a, W> {
+    fn new(out: &'a mut W, json: bool) -> Self {
+        StreamOut { out, json, next: 0 }
+    }
+
+    /// Writes every settled verdict not yet written, in order.
+    fn emit(&mut self, replay: &Replay) -> std::io::Result<()> {
+        if !self.json {
+            return Ok(());
+        }
+        let v = replay.verdicts();
+        while self.next < v.len() && replay.is_settled(self.next) {
+            render::write_json_call(self.out, &v[self.next])?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the rest (calls still waiting for a result are final at the end).
+    fn finish(&mut self, replay: &Replay) -> std::io::Result<()> {
+        if self.json {
+            for c in &replay.verdicts()[self.next..] {
+                render::write_json_call(self.out, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replays events lines from `r` (line numbers continue after `lineno`).
+fn replay_event_lines<W: Write>(
+    mut r: impl BufRead,
+    mut lineno: usize,
+    lossy: bool,
+    replay: &mut Replay,
+    mut stream: StreamOut<'_, W>,
+    profile: Profile,
+) -> anyhow::Result<render::Summary> {
+    let mut buf = Vec::with_capacity(1024);
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        lineno += 1;
+        let text = decode_line(&buf, lineno, lossy)?;
+        if let Some(ev) = parse_event_line(&text, lineno)? {
+            replay.push(ev).map_err(|e| bad(lineno, e))?;
+            stream.emit(replay)?;
+        }
+    }
+    stream.finish(replay)?;
+    Ok(render::Summary::new(replay.verdicts(), profile, "events"))
+}
+
+fn finish_stream<W: Write>(
+    args: &Args,
+    replay: Replay,
+    summary: render::Summary,
+    out: &mut W,
+) -> anyhow::Result<Exit> {
+    if args.json {
+        render::write_json_summary(out, &summary)?;
+    } else {
+        render::write_human(out, replay.verdicts(), &summary)?;
+    }
+    out.flush()?;
+    Ok(exit_of(&summary))
+}
+
+fn finish_document<W: Write>(
+    args: &Args,
+    format: Format,
+    text: &str,
+    mut replay: Replay,
+    profile: Profile,
+    out: &mut W,
+) -> anyhow::Result<Exit> {
+    match format {
+        Format::Openai => replay_messages(text, &mut replay, openai_events)?,
+        _ => replay_messages(text, &mut replay, anthropic_events)?,
     }
     let verdicts = replay.into_verdicts();
     let summary = render::Summary::new(&verdicts, profile, format_name(format));
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     if args.json {
-        render::write_json(&mut out, &verdicts, &summary)?;
+        render::write_json(out, &verdicts, &summary)?;
     } else {
-        render::write_human(&mut out, &verdicts, &summary)?;
+        render::write_human(out, &verdicts, &summary)?;
     }
     out.flush()?;
-    Ok(if summary.criticals > 0 {
+    Ok(exit_of(&summary))
+}
+
+fn exit_of(summary: &render::Summary) -> Exit {
+    if summary.criticals > 0 {
         Exit::LoopFound
     } else {
         Exit::Ok
-    })
+    }
 }
 
 fn format_name(f: Format) -> &'static str {
@@ -300,18 +512,6 @@ fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Option<Event>> {
         None => return Err(bad(line, "missing \"type\"")),
     };
     Ok(Some(ev))
-}
-
-/// Parses and replays the events format, line by line. (A two-thread
-/// parse/replay pipeline was tried: on this shared 2-core machine it used
-/// more CPU and was not faster, so parsing stays on the replay thread.)
-fn replay_events(text: &str, replay: &mut Replay) -> anyhow::Result<()> {
-    for (i, raw) in text.lines().enumerate() {
-        if let Some(ev) = parse_event_line(raw, i + 1)? {
-            replay.push(ev).map_err(|e| bad(i + 1, e))?;
-        }
-    }
-    Ok(())
 }
 
 /// Reads a messages transcript (a JSON array, `{"messages": [...]}`, or

@@ -90,19 +90,29 @@ pub fn write_json(
     summary: &Summary,
 ) -> io::Result<()> {
     for c in verdicts {
-        let v = &c.verdict;
-        let line = Line {
-            index: c.index,
-            tool: &c.tool,
-            level: v.level.as_str(),
-            detector: v.detector.map(|d| d.as_str()),
-            count: v.count,
-            message: &v.message,
-            fingerprint: v.fingerprint.as_deref(),
-        };
-        serde_json::to_writer(&mut *out, &line)?;
-        out.write_all(b"\n")?;
+        write_json_call(out, c)?;
     }
+    write_json_summary(out, summary)
+}
+
+/// Writes one call's JSON line (streaming output).
+pub fn write_json_call(out: &mut impl Write, c: &CallVerdict) -> io::Result<()> {
+    let v = &c.verdict;
+    let line = Line {
+        index: c.index,
+        tool: &c.tool,
+        level: v.level.as_str(),
+        detector: v.detector.map(|d| d.as_str()),
+        count: v.count,
+        message: &v.message,
+        fingerprint: v.fingerprint.as_deref(),
+    };
+    serde_json::to_writer(&mut *out, &line)?;
+    out.write_all(b"\n")
+}
+
+/// Writes the final `{"summary": {...}}` line.
+pub fn write_json_summary(out: &mut impl Write, summary: &Summary) -> io::Result<()> {
     serde_json::to_writer(&mut *out, &SummaryLine { summary })?;
     out.write_all(b"\n")
 }
