@@ -148,3 +148,18 @@ fn help_documents_the_flags() {
         assert!(h.contains("--lossy") && h.contains("--max-bytes"), "{h}");
     }
 }
+
+#[test]
+fn max_depth_is_a_flag_and_the_error_names_it() {
+    let deep = format!("{{\"answer\": {}1{}}}", "[".repeat(12), "]".repeat(12));
+    for cmd in [&["repair"][..], &["rescue", "--key", "answer"][..]] {
+        let ok = deloop(cmd, deep.as_bytes());
+        assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+
+        let mut limited = cmd.to_vec();
+        limited.extend(["--max-depth", "5"]);
+        let o = deloop(&limited, deep.as_bytes());
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(stderr(&o).contains("--max-depth"), "{}", stderr(&o));
+    }
+}

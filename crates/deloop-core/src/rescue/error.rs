@@ -25,7 +25,7 @@ pub enum RescueError {
     },
     /// Brackets are nested deeper than [`RescueOptions::max_depth`](super::RescueOptions).
     #[error(
-        "JSON nested deeper than the limit of {limit} levels; raise max_depth if this is intended"
+        "JSON nested deeper than the limit of {limit} levels; raise the limit (`--max-depth` on the command line, `RescueOptions::max_depth` in the library) if this is intended"
     )]
     TooDeep {
         /// The configured depth limit.

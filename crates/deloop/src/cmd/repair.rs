@@ -27,6 +27,10 @@ pub struct Args {
     /// Refuse inputs larger than this many bytes.
     #[arg(long, default_value_t = RescueOptions::default().max_input_bytes)]
     pub max_bytes: usize,
+    /// Refuse JSON nested deeper than this many levels (the parser never
+    /// recurses; the limit bounds the memory of the parsed value).
+    #[arg(long, default_value_t = RescueOptions::default().max_depth)]
+    pub max_depth: usize,
 }
 
 /// Runs `deloop repair`.
@@ -34,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let text = input::read_text(args.file.as_deref(), args.lossy)?;
     let opts = RescueOptions {
         max_input_bytes: args.max_bytes,
-        ..RescueOptions::default()
+        max_depth: args.max_depth,
     };
     match repair_with(&text, &opts) {
         Ok(r) => {

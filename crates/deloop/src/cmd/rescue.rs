@@ -33,6 +33,10 @@ pub struct Args {
     /// Refuse inputs larger than this many bytes.
     #[arg(long, default_value_t = RescueOptions::default().max_input_bytes)]
     pub max_bytes: usize,
+    /// Refuse JSON nested deeper than this many levels (the parser never
+    /// recurses; the limit bounds the memory of the parsed value).
+    #[arg(long, default_value_t = RescueOptions::default().max_depth)]
+    pub max_depth: usize,
 }
 
 /// Whether an error is the input's fault (exit 2) rather than "nothing to
@@ -60,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let opts = RescueOptions {
         max_input_bytes: args.max_bytes,
-        ..RescueOptions::default()
+        max_depth: args.max_depth,
     };
     match rescue_with(&text, &args.key, &opts) {
         Ok(r) => {
