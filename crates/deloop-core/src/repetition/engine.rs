@@ -1,9 +1,17 @@
-//! The shared incremental engine: batch guards and the streaming watcher
-//! feed it the same characters, so they reach the same verdict.
+//! The shared engine: batch guards and the streaming watcher drive the same
+//! detectors, so they reach the same verdict.
+//!
+//! Text that is valid UTF-8 goes through the fast paths: the word detector
+//! reads tokens from bytes ([`Words::feed`]) and the substring detector runs
+//! behind its byte pre-filter ([`SubScan`]). Single characters (the
+//! replacement characters of invalid UTF-8 in a stream) go through
+//! [`Engine::push_char`], which also serves as the reference the tests
+//! compare the fast paths with.
 
-use super::healthy::Lines;
-use super::substring::{Candidate, Substring};
-use super::words::Words;
+use super::healthy::{LineCtx, Lines, Src};
+use super::prefilter::SubScan;
+use super::substring::Candidate;
+use super::words::{Stop, Words};
 use super::ClampConfig;
 
 /// Which detectors an engine runs.
@@ -14,62 +22,254 @@ pub(crate) enum Mode {
     Both,
 }
 
-/// One pass over a text (or stream), character by character.
+/// Byte offset in `s` just after its `n`-th character (`Some(0)` for
+/// `n == 0`), or `None` when `s` has fewer than `n` characters.
+fn after_chars(s: &str, n: usize) -> Option<usize> {
+    if n == 0 {
+        return Some(0);
+    }
+    s.char_indices().nth(n - 1).map(|(i, c)| i + c.len_utf8())
+}
+
+/// At least `n` characters in `s`?
+fn has_chars(s: &str, n: usize) -> bool {
+    s.len() >= 4 * n || s.chars().count() >= n
+}
+
+/// A streaming engine: both detectors, fed as the stream arrives.
 #[derive(Debug, Clone)]
 pub(crate) struct Engine {
-    lines: Lines,
+    wlines: Lines,
+    slines: Lines,
     words: Option<Words>,
-    substring: Option<Substring>,
+    sub: Option<SubScan>,
     words_min: usize,
     substring_min: usize,
+    /// Recent input, for the substring filter's regions: the stream from
+    /// `hist_base` to `pos` (valid UTF-8 only).
+    hist: String,
+    hist_base: usize,
+    /// End of the last non-whitespace character before `hist_base`.
+    nonws_floor: usize,
     pub(crate) pos: usize,
     chars: usize,
+    /// What fired in the last [`Engine::feed_str`] that returned `true`.
+    fired: Option<Candidate>,
 }
 
 impl Engine {
-    pub(crate) fn new(config: &ClampConfig, mode: Mode) -> Self {
-        let words = (mode != Mode::Substring && config.words.enabled).then(|| Words::new(config));
-        let substring =
-            (mode != Mode::Words && config.substring.enabled).then(|| Substring::new(config));
+    /// A streaming engine; `filter` turns the substring pre-filter on.
+    pub(crate) fn new(config: &ClampConfig, mode: Mode, filter: bool) -> Self {
+        let words =
+            (mode != Mode::Substring && config.words.enabled).then(|| Words::new(config, true));
+        let sub =
+            (mode != Mode::Words && config.substring.enabled).then(|| SubScan::new(config, filter));
         Engine {
-            lines: Lines::default(),
+            wlines: Lines::default(),
+            slines: Lines::default(),
             words,
-            substring,
+            sub,
             words_min: config.words.min_chars,
             substring_min: config.substring.min_chars,
+            hist: String::new(),
+            hist_base: 0,
+            nonws_floor: 0,
             pos: 0,
             chars: 0,
+            fired: None,
         }
     }
 
-    /// Feeds one character that occupies `len` bytes of the input.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, c: char, len: usize) {
+    /// Feeds one character that occupies `len` bytes of the input (the
+    /// replacement for an invalid sequence, or any character when the
+    /// tests drive the engine one character at a time).
+    pub(crate) fn push_char(&mut self, c: char, len: usize) {
         let pos = self.pos;
-        // A token ends before the whitespace that follows it, so the word
-        // detector sees whitespace with the line state before it.
-        if c.is_whitespace() {
-            if let Some(w) = &mut self.words {
-                w.push(c, pos, len, &self.lines);
-            }
-            self.lines.push(c, pos);
+        let ascii = [c as u8];
+        let other = [0x80u8; 4];
+        let bytes: &[u8] = if c.is_ascii() {
+            &ascii
         } else {
-            self.lines.push(c, pos);
-            if let Some(w) = &mut self.words {
-                w.push(c, pos, len, &self.lines);
-            }
+            &other[..len.min(4)]
+        };
+        let src = Src { bytes, base: pos };
+        if let Some(w) = &mut self.words {
+            let mut lx = LineCtx {
+                lines: &mut self.wlines,
+                src,
+            };
+            w.push(c, pos, len, &mut lx);
         }
-        if let Some(s) = &mut self.substring {
-            s.push(c, pos, len, &self.lines);
+        if let Some(s) = &mut self.sub {
+            if !s.is_exact() {
+                let hsrc = Src {
+                    bytes: self.hist.as_bytes(),
+                    base: self.hist_base,
+                };
+                let mut lx = LineCtx {
+                    lines: &mut self.slines,
+                    src: hsrc,
+                };
+                s.go_exact(&self.hist, self.hist_base, self.nonws_floor, &mut lx);
+                if self.slines.done() < pos && self.hist_base <= self.slines.done() {
+                    self.slines
+                        .advance(self.hist.as_bytes(), self.hist_base, pos);
+                }
+            }
+            let mut lx = LineCtx {
+                lines: &mut self.slines,
+                src,
+            };
+            s.push_char(c, pos, len, &mut lx);
         }
         self.pos = pos + len;
         self.chars += 1;
+        self.catch_up_lines(src);
+        self.hist.clear();
+        self.hist_base = self.pos;
+    }
+
+    /// Brings the line trackers to `self.pos` over `src`. Behind the
+    /// filter, the substring detector's tracker stays behind: a region may
+    /// start up to the filter's margin back, and it is advanced when the
+    /// history is trimmed.
+    fn catch_up_lines(&mut self, src: Src<'_>) {
+        let exact = self.sub.as_ref().is_none_or(|s| s.is_exact());
+        for (lines, go) in [(&mut self.wlines, true), (&mut self.slines, exact)] {
+            if go && lines.done() < self.pos && src.base <= lines.done() {
+                lines.advance(src.bytes, src.base, self.pos);
+            }
+        }
+    }
+
+    /// Feeds valid text. Returns `true` when a verdict exists after some
+    /// character of `s` (the engine then stops right after it: `pos` is
+    /// the end of the first prefix with a verdict).
+    pub(crate) fn feed_str(&mut self, s: &str) -> bool {
+        let base = self.pos;
+        let src = Src {
+            bytes: s.as_bytes(),
+            base,
+        };
+        // The word detector first, up to the first prefix where it fires.
+        let wfire = match &mut self.words {
+            Some(w) => {
+                let mut lx = LineCtx {
+                    lines: &mut self.wlines,
+                    src,
+                };
+                feed_words(w, s, base, self.chars, self.words_min, &mut lx)
+            }
+            None => None,
+        };
+        let limit = wfire.unwrap_or(s.len());
+        // The substring detector up to there: it wins only if it fires
+        // strictly earlier.
+        let mut fire = wfire;
+        if let Some(sub) = &mut self.sub {
+            let sfire = if sub.is_exact() {
+                let mut lx = LineCtx {
+                    lines: &mut self.slines,
+                    src,
+                };
+                let need = self.substring_min.saturating_sub(self.chars);
+                read_sub(sub, s, base, base + limit, need, 0, 0, &mut lx).map(|at| at - base)
+            } else {
+                self.hist.push_str(s);
+                let hsrc = Src {
+                    bytes: self.hist.as_bytes(),
+                    base: self.hist_base,
+                };
+                let mut lx = LineCtx {
+                    lines: &mut self.slines,
+                    src: hsrc,
+                };
+                let need = self.substring_min.saturating_sub(self.chars);
+                let before = base - self.hist_base;
+                read_sub(
+                    sub,
+                    &self.hist,
+                    self.hist_base,
+                    base + limit,
+                    need,
+                    before,
+                    self.nonws_floor,
+                    &mut lx,
+                )
+                .map(|at| at - base)
+            };
+            if let Some(sf) = sfire {
+                if wfire.is_none_or(|wf| sf < wf) {
+                    fire = Some(sf);
+                }
+            }
+        }
+        if let Some(f) = fire {
+            // The detector that fired first; the other one may have read
+            // further, so its state says nothing about this prefix.
+            self.fired = if wfire == Some(f) {
+                self.chars += s[..f].chars().count();
+                self.pos = base + f;
+                let v = self.verdict(true).cloned();
+                self.chars -= s[..f].chars().count();
+                v
+            } else {
+                self.sub.as_ref().and_then(|s| s.best().cloned())
+            };
+        }
+        let read = fire.unwrap_or(s.len());
+        self.chars += s[..read].chars().count();
+        self.pos = base + read;
+        self.catch_up_lines(src);
+        if fire.is_none() {
+            self.trim_history();
+        }
+        fire.is_some()
+    }
+
+    /// Drops history the substring filter can no longer need.
+    fn trim_history(&mut self) {
+        let Some(sub) = &self.sub else {
+            self.hist.clear();
+            return;
+        };
+        if sub.is_exact() {
+            self.hist.clear();
+            self.hist_base = self.pos;
+            return;
+        }
+        let keep = sub.history();
+        if self.hist.len() <= 2 * keep + 4096 {
+            return;
+        }
+        let mut cut = self.hist.len() - keep;
+        while !self.hist.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let cut_at = self.hist_base + cut;
+        if self.slines.done() < cut_at && self.hist_base <= self.slines.done() {
+            self.slines
+                .advance(self.hist.as_bytes(), self.hist_base, cut_at);
+        }
+        if let Some((i, c)) = self.hist[..cut]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !c.is_whitespace())
+        {
+            self.nonws_floor = self.hist_base + i + c.len_utf8();
+        }
+        self.hist.drain(..cut);
+        self.hist_base += cut;
     }
 
     /// Ends the input: the last token becomes final.
     pub(crate) fn finish(&mut self) {
         if let Some(w) = &mut self.words {
-            w.finish(self.pos, &self.lines);
+            let mut lx = LineCtx {
+                lines: &mut self.wlines,
+                src: Src::EMPTY,
+            };
+            w.finish(self.pos, &mut lx);
         }
     }
 
@@ -93,18 +293,17 @@ impl Engine {
 
     /// The substring loop the batch guard reports on the input seen so far.
     pub(crate) fn substring_verdict(&self) -> Option<&Candidate> {
-        let s = self.substring.as_ref()?;
+        let s = self.sub.as_ref()?;
         if self.chars < self.substring_min {
             return None;
         }
-        s.best.as_ref()
+        s.best()
     }
 
-    /// True when some detector has a (finished-token) verdict.
-    #[inline]
-    fn found(&self) -> bool {
-        self.words.as_ref().is_some_and(|w| w.best.is_some())
-            || self.substring.as_ref().is_some_and(|s| s.best.is_some())
+    /// What fired at the end of the prefix where [`Engine::feed_str`]
+    /// stopped.
+    pub(crate) fn fired(&self) -> Option<&Candidate> {
+        self.fired.as_ref()
     }
 
     /// The verdict of word-then-substring on the input seen so far: the
@@ -114,24 +313,62 @@ impl Engine {
         self.words_verdict(partial)
             .or_else(|| self.substring_verdict())
     }
+}
 
-    /// True when scanning further could still move the word verdict.
-    fn words_open(&self) -> bool {
-        match (&self.words, self.words_verdict(false)) {
-            (Some(w), Some(c)) => w.could_improve(c.start),
-            (Some(_), None) => true,
-            (None, _) => false,
+/// Feeds `s` to the word detector until the first prefix on which it has
+/// a verdict and the text has `min` characters (`chars` were read before
+/// `s`). Returns the end of that prefix in `s`.
+fn feed_words(
+    w: &mut Words,
+    s: &str,
+    base: usize,
+    chars: usize,
+    min: usize,
+    lx: &mut LineCtx<'_>,
+) -> Option<usize> {
+    let need = min.saturating_sub(chars);
+    let Some(k) = after_chars(s, need) else {
+        w.feed(s, base, lx, Stop::Never);
+        return None;
+    };
+    if k > 0 {
+        w.feed(&s[..k], base, lx, Stop::Never);
+        if w.best.is_some() || w.partial.is_some() {
+            return Some(k);
         }
     }
+    w.feed(&s[k..], base + k, lx, Stop::Verdict).map(|i| i + k)
+}
 
-    /// True when scanning further could still move the substring verdict.
-    fn substring_open(&self) -> bool {
-        match (&self.substring, self.substring_verdict()) {
-            (Some(s), Some(c)) => s.could_improve(c.start),
-            (Some(_), None) => true,
-            (None, _) => false,
+/// Reads `buf` (the stream from `buf_base`, of which `before` bytes were
+/// read already) with the substring detector up to offset `end`, until the
+/// first prefix with a verdict and `need` more characters. `floor` is the
+/// end of the last non-whitespace character before `buf_base`. Returns the
+/// offset of the end of that prefix.
+#[allow(clippy::too_many_arguments)]
+fn read_sub(
+    sub: &mut SubScan,
+    buf: &str,
+    buf_base: usize,
+    end: usize,
+    need: usize,
+    before: usize,
+    floor: usize,
+    lx: &mut LineCtx<'_>,
+) -> Option<usize> {
+    let new = &buf[before..end - buf_base];
+    let Some(k) = after_chars(new, need) else {
+        sub.read(buf, buf_base, end, floor, lx, Stop::Never);
+        return None;
+    };
+    let split = buf_base + before + k;
+    if k > 0 {
+        sub.read(buf, buf_base, split, floor, lx, Stop::Never);
+        if sub.best().is_some() {
+            return Some(split);
         }
     }
+    sub.read(buf, buf_base, end, floor, lx, Stop::Verdict)
 }
 
 /// Runs one batch detector over `text`: the leftmost loop of the whole
@@ -145,39 +382,192 @@ pub(crate) fn scan(text: &str, config: &ClampConfig, mode: Mode) -> Option<Candi
     }
 }
 
-/// Runs the detectors of `mode` in one pass. The word verdict is exact;
-/// the substring verdict is exact when the word verdict is `None` (when a
-/// word loop is found the pass stops as soon as that verdict is settled,
-/// because the substring guard then runs on the word guard's output).
+/// Runs the detectors of `mode`. The word verdict is exact; the substring
+/// verdict is computed only when there is no word verdict (the substring
+/// guard then runs on the word guard's output instead).
 pub(crate) fn scan_pair(
     text: &str,
     config: &ClampConfig,
     mode: Mode,
 ) -> (Option<Candidate>, Option<Candidate>) {
-    let mut engine = Engine::new(config, mode);
-    let mut complete = true;
-    let has_words = engine.words.is_some();
-    for c in text.chars() {
-        engine.push(c, c.len_utf8());
-        // Once a loop is found, scan on only while an earlier start is
-        // still possible (bounded by the largest period and threshold).
-        if engine.found() {
-            let stop = if has_words {
-                engine.words_verdict(false).is_some() && !engine.words_open()
-            } else {
-                !engine.substring_open()
-            };
-            if stop {
-                complete = false;
-                break;
+    let src = Src {
+        bytes: text.as_bytes(),
+        base: 0,
+    };
+    let mut words = None;
+    if mode != Mode::Substring && config.words.enabled && has_chars(text, config.words.min_chars) {
+        let mut w = Words::new(config, false);
+        let mut lines = Lines::default();
+        let mut lx = LineCtx {
+            lines: &mut lines,
+            src,
+        };
+        if w.feed(text, 0, &mut lx, Stop::Settled).is_none() {
+            w.finish(text.len(), &mut lx);
+        }
+        words = w.best;
+    }
+    if mode == Mode::Words || words.is_some() {
+        return (words, None);
+    }
+    let mut sub = None;
+    if config.substring.enabled && has_chars(text, config.substring.min_chars) {
+        let mut s = SubScan::new(config, true);
+        let mut lines = Lines::default();
+        let mut lx = LineCtx {
+            lines: &mut lines,
+            src,
+        };
+        s.read(text, 0, text.len(), 0, &mut lx, Stop::Settled);
+        sub = s.best().cloned();
+    }
+    (None, sub)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fast paths (byte loop, pre-filter, lazy line tracking) against
+    //! the engine fed one character at a time with the filter off.
+
+    use super::*;
+    use crate::repetition::{ClampConfig, StreamWatcher};
+    use proptest::prelude::*;
+
+    fn key(c: &Candidate) -> (usize, usize, usize, u64, String) {
+        (c.start, c.keep, c.period, c.keep_tokens, c.unit.clone())
+    }
+
+    /// The batch verdicts, one character at a time, filter off.
+    fn reference_batch(text: &str, config: &ClampConfig) -> (Option<Candidate>, Option<Candidate>) {
+        let mut e = Engine::new(config, Mode::Both, false);
+        for c in text.chars() {
+            e.push_char(c, c.len_utf8());
+        }
+        e.finish();
+        let w = e.words_verdict(false).cloned();
+        let s = if w.is_none() {
+            e.substring_verdict().cloned()
+        } else {
+            None
+        };
+        (w, s)
+    }
+
+    /// The first prefix with a verdict, one character at a time.
+    fn reference_stream(text: &str, config: &ClampConfig) -> Option<(usize, Candidate)> {
+        let mut e = Engine::new(config, Mode::Both, false);
+        for c in text.chars() {
+            e.push_char(c, c.len_utf8());
+            if let Some(v) = e.verdict(true) {
+                return Some((e.pos, v.clone()));
+            }
+        }
+        e.finish();
+        e.verdict(true).map(|v| (e.pos, v.clone()))
+    }
+
+    /// Long texts: varied filler (so the filter stays quiet) between
+    /// loops, near-loops and structure, often far apart.
+    fn long_text() -> impl Strategy<Value = String> {
+        let filler = (1..160usize, any::<u64>()).prop_map(|(n, seed)| {
+            let mut x = seed | 1;
+            let mut out = String::new();
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let w = [
+                    "alpha", "Beta", "gamma,", "délta", "eps", "zeta.", "éta", "θeta", "高", "io",
+                ][(x % 10) as usize];
+                out.push_str(&format!("{w}{} ", x % 997));
+            }
+            out
+        });
+        let unit = "[ab é高\\-|=]{1,6}";
+        let piece = prop_oneof![
+            4 => filler,
+            2 => (unit, 2..16usize).prop_map(|(u, n)| u.repeat(n)),
+            1 => (prop::sample::select(vec!["de la ", "the cat ", "Ab ab, ", "| x ", "高 ", "-- "]), 2..30usize)
+                .prop_map(|(u, n)| u.repeat(n)),
+            1 => prop::sample::select(vec!["\n```\n", "\n| a | a | a |\n", "\n", "          ", "\n\t~~~ ", "----------------------"])
+                .prop_map(|s| s.to_string()),
+            1 => (1..40usize).prop_map(|n| "word ".repeat(n)),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+    }
+
+    fn configs() -> Vec<ClampConfig> {
+        let mut long = ClampConfig::default();
+        long.words.long_max_period = 40;
+        vec![ClampConfig::default(), ClampConfig::seed_compat(), long]
+    }
+
+    proptest! {
+        // PROPTEST_CASES raises the count for a longer hunt.
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+        ))]
+
+        #[test]
+        fn batch_fast_paths_equal_the_reference(text in long_text()) {
+            for config in configs() {
+                let (rw, rs) = reference_batch(&text, &config);
+                let (w, s) = scan_pair(&text, &config, Mode::Both);
+                prop_assert_eq!(w.as_ref().map(key), rw.as_ref().map(key));
+                prop_assert_eq!(s.as_ref().map(key), rs.as_ref().map(key));
+                let s_only = scan(&text, &config, Mode::Substring);
+                let mut e = Engine::new(&config, Mode::Substring, false);
+                for c in text.chars() {
+                    e.push_char(c, c.len_utf8());
+                }
+                prop_assert_eq!(s_only.as_ref().map(key), e.substring_verdict().map(key));
+            }
+        }
+
+        #[test]
+        fn stream_fast_paths_equal_the_reference(text in long_text(), size in 1..300usize) {
+            for config in configs() {
+                let expected = reference_stream(&text, &config);
+                let mut w = StreamWatcher::new(config.clone());
+                let mut got = None;
+                for chunk in text.as_bytes().chunks(size) {
+                    if let Some(cut) = w.feed(chunk) {
+                        got = Some(cut);
+                        break;
+                    }
+                }
+                if got.is_none() {
+                    got = w.finish();
+                }
+                match (expected, got) {
+                    (None, None) => {}
+                    (Some((at, c)), Some(cut)) => {
+                        prop_assert_eq!(cut.detected_at, at);
+                        prop_assert_eq!(
+                            (cut.report.start, cut.keep_bytes, cut.report.period, cut.report.unit.clone()),
+                            (c.start, c.keep, c.period, c.unit.clone())
+                        );
+                    }
+                    (e, g) => prop_assert!(false, "reference {:?} vs stream {:?}", e, g),
+                }
             }
         }
     }
-    if complete {
-        engine.finish();
+
+    /// Loops far apart, after long clean stretches: the filter's regions
+    /// open and close several times.
+    #[test]
+    fn distant_regions() {
+        let clean: String = (0..400).map(|i| format!("w{i} ")).collect();
+        let text = format!(
+            "{clean}| -- | -- | -- | -- |\n{clean}```\n0000000000000000000000000\n```\n{clean}xy{}{clean}",
+            "ab".repeat(30)
+        );
+        for config in configs() {
+            let (rw, rs) = reference_batch(&text, &config);
+            let (w, s) = scan_pair(&text, &config, Mode::Both);
+            assert_eq!(w.as_ref().map(key), rw.as_ref().map(key));
+            assert_eq!(s.as_ref().map(key), rs.as_ref().map(key));
+        }
     }
-    (
-        engine.words_verdict(false).cloned(),
-        engine.substring_verdict().cloned(),
-    )
 }

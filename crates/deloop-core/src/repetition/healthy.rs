@@ -52,31 +52,56 @@ pub(crate) fn is_trailing_punct(c: char) -> bool {
 }
 
 /// Line-level structure seen so far: fenced code and table rows.
-#[derive(Debug, Clone, Default)]
+///
+/// It reads raw bytes, lazily: the detectors ask for the state at a byte
+/// offset and [`Lines::advance`] catches up to it, jumping from line to line
+/// (only the first bytes of a line can change the state). Every byte that is
+/// not ASCII counts as an ordinary character, so a multi-byte character (or
+/// an invalid sequence read as U+FFFD) gives the same state as one character.
+#[derive(Debug, Clone)]
 pub(crate) struct Lines {
+    /// Bytes consumed.
+    done: usize,
     /// Byte offset where the current line starts.
     line_start: usize,
     /// Still in the line's leading spaces.
     leading: bool,
     /// The fence character being counted at the start of this line.
-    fence_char: Option<char>,
+    fence_char: Option<u8>,
     fence_count: u32,
     /// The current line starts with `|`.
     table_row: bool,
     /// Open fence: its character and the byte offset of its line.
-    open_fence: Option<(char, usize)>,
-    started: bool,
+    open_fence: Option<(u8, usize)>,
+}
+
+impl Default for Lines {
+    fn default() -> Self {
+        Lines {
+            done: 0,
+            line_start: 0,
+            leading: true,
+            fence_char: None,
+            fence_count: 0,
+            table_row: false,
+            open_fence: None,
+        }
+    }
 }
 
 impl Lines {
-    /// Updates the state with character `c` found at byte offset `pos`.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, c: char, pos: usize) {
-        if !self.started {
-            self.started = true;
-            self.leading = true;
-        }
-        if c == '\n' {
+    /// Bytes consumed so far.
+    #[inline]
+    pub(crate) fn done(&self) -> usize {
+        self.done
+    }
+
+    /// Consumes byte `b` (at offset `self.done`).
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        let pos = self.done;
+        self.done = pos + 1;
+        if b == b'\n' {
             self.line_start = pos + 1;
             self.leading = true;
             self.fence_char = None;
@@ -85,14 +110,14 @@ impl Lines {
             return;
         }
         if self.leading {
-            if c == ' ' || c == '\t' {
+            if b == b' ' || b == b'\t' {
                 return;
             }
             self.leading = false;
-            match c {
-                '|' => self.table_row = true,
-                '`' | '~' => {
-                    self.fence_char = Some(c);
+            match b {
+                b'|' => self.table_row = true,
+                b'`' | b'~' => {
+                    self.fence_char = Some(b);
                     self.fence_count = 1;
                 }
                 _ => {}
@@ -100,7 +125,7 @@ impl Lines {
             return;
         }
         if let Some(f) = self.fence_char {
-            if c == f && self.fence_count < 3 {
+            if b == f && self.fence_count < 3 {
                 self.fence_count += 1;
                 if self.fence_count == 3 {
                     match self.open_fence {
@@ -113,6 +138,27 @@ impl Lines {
             } else {
                 self.fence_char = None;
             }
+        }
+    }
+
+    /// Consumes the bytes up to offset `upto`, reading them from `bytes`,
+    /// whose first byte is at offset `base` (`base <= self.done()`).
+    pub(crate) fn advance(&mut self, bytes: &[u8], base: usize, upto: usize) {
+        let stop = upto.min(base + bytes.len());
+        while self.done < stop {
+            if !self.leading && self.fence_char.is_none() {
+                // Nothing changes before the next newline.
+                let from = self.done - base;
+                match memchr::memchr(b'\n', &bytes[from..stop - base]) {
+                    Some(i) => self.done += i,
+                    None => {
+                        self.done = stop;
+                        return;
+                    }
+                }
+            }
+            let b = bytes[self.done - base];
+            self.byte(b);
         }
     }
 
@@ -132,16 +178,76 @@ impl Lines {
     }
 }
 
+/// The text a detector reads, for looking up [`Lines`] lazily: `bytes`
+/// holds the stream from offset `base` on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Src<'a> {
+    pub bytes: &'a [u8],
+    pub base: usize,
+}
+
+impl Src<'_> {
+    /// No bytes: [`Lines`] must already be up to date (per-character use).
+    pub(crate) const EMPTY: Src<'static> = Src {
+        bytes: &[],
+        base: usize::MAX,
+    };
+}
+
+/// [`Lines`] and the text to catch it up with.
+#[derive(Debug)]
+pub(crate) struct LineCtx<'a> {
+    pub lines: &'a mut Lines,
+    pub src: Src<'a>,
+}
+
+impl LineCtx<'_> {
+    /// [`Lines`] caught up to `end`, then asked whether a repetition
+    /// starting at `start` is exempt.
+    #[inline]
+    pub(crate) fn exempt_at(
+        &mut self,
+        end: usize,
+        start: usize,
+        fences: bool,
+        tables: bool,
+    ) -> bool {
+        if self.lines.done < end && self.src.base <= self.lines.done {
+            self.lines.advance(self.src.bytes, self.src.base, end);
+        }
+        self.lines.exempt(start, fences, tables)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn feed(s: &str) -> Lines {
         let mut l = Lines::default();
-        for (i, c) in s.char_indices() {
-            l.push(c, i);
-        }
+        l.advance(s.as_bytes(), 0, s.len());
         l
+    }
+
+    /// Byte by byte and line-jumping give the same state at every offset.
+    #[test]
+    fn advance_equals_byte_by_byte() {
+        let texts = [
+            "a\n  ```rust\nx ~~~ y\n```\n| a | b\n\t~~~\n  |x\n``x`\néé\n  `é``\nend",
+            "````\n~~`~\n|||\n",
+            "",
+            "\n\n  \t",
+        ];
+        for t in texts {
+            let b = t.as_bytes();
+            let mut slow = Lines::default();
+            for (i, &x) in b.iter().enumerate() {
+                slow.byte(x);
+                let mut fast = Lines::default();
+                fast.advance(b, 0, i + 1);
+                assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{t:?} at {i}");
+            }
+        }
     }
 
     #[test]

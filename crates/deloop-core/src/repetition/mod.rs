@@ -24,6 +24,7 @@ mod config;
 mod engine;
 mod fold;
 mod healthy;
+mod prefilter;
 mod substring;
 mod words;
 
@@ -243,7 +244,7 @@ pub struct StreamWatcher {
 impl StreamWatcher {
     /// A watcher with this configuration.
     pub fn new(config: ClampConfig) -> Self {
-        let engine = Engine::new(&config, Mode::Both);
+        let engine = Engine::new(&config, Mode::Both, true);
         StreamWatcher {
             config,
             engine,
@@ -274,27 +275,24 @@ impl StreamWatcher {
         while !self.pending.is_empty() && !chunk.is_empty() {
             self.pending.push(chunk[0]);
             chunk = &chunk[1..];
-            match std::str::from_utf8(&self.pending) {
+            let pending = std::mem::take(&mut self.pending);
+            match std::str::from_utf8(&pending) {
                 Ok(s) => {
-                    let c = s.chars().next().unwrap_or('\u{FFFD}');
-                    let n = self.pending.len();
-                    self.pending.clear();
-                    if let Some(cut) = self.step(c, n) {
-                        return Some(cut);
+                    if self.engine.feed_str(s) {
+                        return self.check();
                     }
                 }
-                Err(e) => {
-                    if let Some(n) = e.error_len() {
-                        let rest = self.pending.split_off(n);
-                        self.pending.clear();
-                        if let Some(cut) = self.step('\u{FFFD}', n) {
+                Err(e) => match e.error_len() {
+                    Some(n) => {
+                        if let Some(cut) = self.bad(n) {
                             return Some(cut);
                         }
-                        if let Some(cut) = self.process(&rest) {
+                        if let Some(cut) = self.process(&pending[n..]) {
                             return Some(cut);
                         }
                     }
-                }
+                    None => self.pending = pending,
+                },
             }
         }
         self.process(chunk)
@@ -309,7 +307,7 @@ impl StreamWatcher {
         if !self.pending.is_empty() {
             let n = self.pending.len();
             self.pending.clear();
-            if let Some(cut) = self.step('\u{FFFD}', n) {
+            if let Some(cut) = self.bad(n) {
                 return Some(cut);
             }
         }
@@ -322,24 +320,21 @@ impl StreamWatcher {
         loop {
             match std::str::from_utf8(rest) {
                 Ok(s) => {
-                    for c in s.chars() {
-                        if let Some(cut) = self.step(c, c.len_utf8()) {
-                            return Some(cut);
-                        }
-                    }
-                    return None;
+                    return if self.engine.feed_str(s) {
+                        self.check()
+                    } else {
+                        None
+                    };
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
                     let s = std::str::from_utf8(&rest[..valid]).unwrap_or_default();
-                    for c in s.chars() {
-                        if let Some(cut) = self.step(c, c.len_utf8()) {
-                            return Some(cut);
-                        }
+                    if self.engine.feed_str(s) {
+                        return self.check();
                     }
                     match e.error_len() {
                         Some(n) => {
-                            if let Some(cut) = self.step('\u{FFFD}', n) {
+                            if let Some(cut) = self.bad(n) {
                                 return Some(cut);
                             }
                             rest = &rest[valid + n..];
@@ -354,15 +349,18 @@ impl StreamWatcher {
         }
     }
 
-    #[inline]
-    fn step(&mut self, c: char, len: usize) -> Option<StreamCut> {
-        self.engine.push(c, len);
+    /// An invalid sequence of `n` bytes: one U+FFFD.
+    fn bad(&mut self, n: usize) -> Option<StreamCut> {
+        self.engine.push_char('\u{FFFD}', n);
         self.check()
     }
 
     #[inline]
     fn check(&mut self) -> Option<StreamCut> {
-        let cand = self.engine.verdict(true)?;
+        let cand = match self.engine.fired() {
+            Some(c) => c,
+            None => self.engine.verdict(true)?,
+        };
         let marker = match cand.detector {
             Detector::Substring => &self.config.substring.marker,
             _ => &self.config.words.marker,

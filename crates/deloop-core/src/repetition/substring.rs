@@ -9,7 +9,7 @@
 //! characters, so each character costs a few vector operations and
 //! nothing is ever re-scanned.
 
-use super::healthy::{content_letters, Lines};
+use super::healthy::{content_letters, LineCtx};
 use super::{ClampConfig, Detector};
 
 /// Unit lengths tracked (lane `i` is length `i + 1`).
@@ -51,8 +51,6 @@ struct RunInfo {
 /// Incremental substring detector.
 #[derive(Debug, Clone)]
 pub(crate) struct Substring {
-    min_unit: usize,
-    max_unit: usize,
     protect: bool,
     fences: bool,
     tables: bool,
@@ -96,8 +94,6 @@ impl Substring {
         let cap = (copies * max_unit + 2).next_power_of_two();
         let h = &config.healthy;
         Substring {
-            min_unit,
-            max_unit,
             protect: h.enabled,
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
@@ -117,9 +113,20 @@ impl Substring {
         }
     }
 
+    /// Forgets every character seen (a new region starts at the next one),
+    /// keeping `best`. `last_nonws_end` is the end byte of the last
+    /// non-whitespace character before the region.
+    pub(crate) fn restart(&mut self, last_nonws_end: usize) {
+        self.buf = [EMPTY; 2 * W];
+        self.run = [0; W];
+        self.info = [RunInfo::default(); W];
+        self.last_nonws_end = last_nonws_end;
+        self.k = 0;
+    }
+
     /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
     #[inline(always)]
-    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
+    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &mut LineCtx<'_>) {
         let k = self.k;
         let slot = k & self.mask;
         self.starts[slot] = pos;
@@ -149,7 +156,7 @@ impl Substring {
     /// time) and apply the protections.
     #[cold]
     #[inline(never)]
-    fn cold(&mut self, end: usize, lines: &Lines) {
+    fn cold(&mut self, end: usize, lines: &mut LineCtx<'_>) {
         let k = self.k - 1;
         for l in 1..=W {
             let i = W - l;
@@ -185,7 +192,7 @@ impl Substring {
         }
     }
 
-    fn consider(&mut self, l: usize, end: usize, lines: &Lines) {
+    fn consider(&mut self, l: usize, end: usize, lines: &mut LineCtx<'_>) {
         let info = self.info[l - 1];
         // The last `l` characters, oldest first (the current one is
         // already in the window).
@@ -197,7 +204,7 @@ impl Substring {
         if self.protect
             && end - info.start < self.max_exempt
             && (content_letters(&unit[..l]) < self.min_letters
-                || lines.exempt(info.start, self.fences, self.tables))
+                || lines.exempt_at(end, info.start, self.fences, self.tables))
         {
             return;
         }
@@ -213,28 +220,5 @@ impl Substring {
         if self.best.as_ref().is_none_or(|b| cand.better_than(b)) {
             self.best = Some(cand);
         }
-    }
-
-    /// True when feeding more text could still produce a loop that starts
-    /// before `start` (used by batch mode to stop early).
-    pub(crate) fn could_improve(&self, start: usize) -> bool {
-        let k = self.k;
-        // A run starting now begins at most `max_unit` characters back.
-        if k <= self.max_unit || self.starts[(k - self.max_unit) & self.mask] < start {
-            return true;
-        }
-        (self.min_unit..=self.max_unit).any(|l| {
-            let r = self.run[W - l] as usize;
-            if r == 0 {
-                return false;
-            }
-            if r >= self.thr[W - l] as usize {
-                return !self.info[l - 1].accepted && self.info[l - 1].start < start;
-            }
-            match k.checked_sub(r + l) {
-                Some(s) => self.starts[s & self.mask] < start,
-                None => true,
-            }
-        })
     }
 }

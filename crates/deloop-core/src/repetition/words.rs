@@ -10,7 +10,7 @@
 //! text.
 
 use super::fold::{fold_char, key_str, KeyHasher};
-use super::healthy::{is_cjk, is_trailing_punct, Lines};
+use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
 use super::substring::Candidate;
 use super::{ClampConfig, Detector};
 
@@ -57,7 +57,47 @@ struct Build {
     ptrunc: bool,
 }
 
+/// Byte `i` of `b` (the caller checked the bound).
+#[inline(always)]
+fn c_at(b: &[u8], i: usize) -> u8 {
+    b[i]
+}
+
 impl Build {
+    /// Starts a token at byte offset `start`.
+    #[inline(always)]
+    fn start_at(&mut self, start: usize) {
+        self.active = true;
+        self.start = start;
+        self.all = KeyHasher::default();
+        self.core_h = 0;
+        self.core_len = 0;
+        self.letters = 0;
+        self.plen = 0;
+        self.ptrunc = false;
+    }
+
+    /// Adds an ASCII character that is not white space (never CJK, folds
+    /// to its ASCII lowercase).
+    #[inline(always)]
+    fn push_ascii(&mut self, c: u8) {
+        if c.is_ascii_alphabetic() {
+            self.letters = self.letters.saturating_add(1);
+        }
+        if (self.plen as usize) < PREVIEW {
+            self.preview[self.plen as usize] = c;
+            self.plen += 1;
+        } else {
+            self.ptrunc = true;
+        }
+        let mut all = self.all;
+        all.push(char::from(c.to_ascii_lowercase()));
+        self.all = all;
+        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
+            (self.core_h, self.core_len) = all.state();
+        }
+    }
+
     #[inline]
     fn key(&self, ignore_punct: bool) -> u64 {
         if ignore_punct && self.core_len > 0 {
@@ -139,10 +179,30 @@ pub(crate) struct Words {
     /// A loop that ends in the token still being read (valid for the
     /// current prefix only).
     pub(crate) partial: Option<Candidate>,
+    /// Compute `partial` (streaming); batch mode only needs finished tokens.
+    track_partial: bool,
+}
+
+/// When [`Words::feed`] returns before the end of its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Read everything.
+    Never,
+    /// After the first character that leaves a verdict (`best` or
+    /// `partial`): the stream's first firing prefix.
+    Verdict,
+    /// Once `best` can no longer change (batch mode).
+    Settled,
+}
+
+/// `char::is_whitespace` on an ASCII byte: U+0009..=U+000D and U+0020.
+#[inline(always)]
+pub(crate) fn is_ascii_ws(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
 }
 
 impl Words {
-    pub(crate) fn new(config: &ClampConfig) -> Self {
+    pub(crate) fn new(config: &ClampConfig, track_partial: bool) -> Self {
         let w = &config.words;
         let max_p = w.max_period.clamp(1, W);
         let long_max = if w.long_max_period > max_p {
@@ -219,7 +279,78 @@ impl Words {
             armed: false,
             best: None,
             partial: None,
+            track_partial,
         }
+    }
+
+    #[inline]
+    fn stop_now(&self, stop: Stop) -> bool {
+        match stop {
+            Stop::Never => false,
+            Stop::Verdict => self.best.is_some() || self.partial.is_some(),
+            Stop::Settled => self
+                .best
+                .as_ref()
+                .is_some_and(|b| !self.could_improve(b.start)),
+        }
+    }
+
+    /// Feeds the text `s`, whose first byte is at offset `base`, token by
+    /// token: runs of ASCII are read in a tight loop, other characters go
+    /// through [`Words::push`]'s general path. The result is the same as
+    /// pushing every character. Returns `Some(i)` when `stop` holds after
+    /// the character that ends at `s[..i]`, `None` once all of `s` is read.
+    pub(crate) fn feed(
+        &mut self,
+        s: &str,
+        base: usize,
+        lines: &mut LineCtx<'_>,
+        stop: Stop,
+    ) -> Option<usize> {
+        let b = s.as_bytes();
+        let n = b.len();
+        let mut i = 0;
+        while i < n {
+            let c = b[i];
+            if c >= 0x80 {
+                let ch = s[i..].chars().next().unwrap_or('\u{FFFD}');
+                let len = ch.len_utf8();
+                self.push_general(ch, base + i, len, lines);
+                i += len;
+                if self.stop_now(stop) {
+                    return Some(i);
+                }
+                continue;
+            }
+            if is_ascii_ws(c) {
+                i += 1;
+                if self.build.active {
+                    self.finalize(base + i - 1, lines);
+                    if self.stop_now(stop) {
+                        return Some(i);
+                    }
+                }
+                continue;
+            }
+            if !self.build.active {
+                self.build.start_at(base + i);
+            }
+            let partial = self.track_partial && self.armed;
+            loop {
+                self.build.push_ascii(c_at(b, i));
+                i += 1;
+                if partial {
+                    self.check_partial(base + i, lines);
+                    if self.stop_now(stop) {
+                        return Some(i);
+                    }
+                }
+                if i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
+                    break;
+                }
+            }
+        }
+        None
     }
 
     #[inline]
@@ -229,7 +360,7 @@ impl Words {
 
     /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.
     #[inline(always)]
-    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
+    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize, lines: &mut LineCtx<'_>) {
         if c.is_ascii() {
             self.push_ascii(c as u8, pos, lines);
             return;
@@ -239,7 +370,7 @@ impl Words {
 
     /// [`Words::push`] for any character (the ASCII path's reference).
     #[inline]
-    fn push_general(&mut self, c: char, pos: usize, len: usize, lines: &Lines) {
+    fn push_general(&mut self, c: char, pos: usize, len: usize, lines: &mut LineCtx<'_>) {
         if c.is_whitespace() {
             if self.build.active {
                 self.finalize(pos, lines);
@@ -252,14 +383,7 @@ impl Words {
         }
         let b = &mut self.build;
         if !b.active {
-            b.active = true;
-            b.start = pos;
-            b.all = KeyHasher::default();
-            b.core_h = 0;
-            b.core_len = 0;
-            b.letters = 0;
-            b.plen = 0;
-            b.ptrunc = false;
+            b.start_at(pos);
         }
         if c.is_alphabetic() {
             b.letters = b.letters.saturating_add(1);
@@ -285,7 +409,7 @@ impl Words {
         }
         if cjk {
             self.finalize(pos + len, lines);
-        } else if self.armed {
+        } else if self.armed && self.track_partial {
             self.check_partial(pos + len, lines);
         } else {
             self.partial = None;
@@ -297,9 +421,9 @@ impl Words {
     /// never CJK, folds to its ASCII lowercase, and is alphabetic, white
     /// space or trailing punctuation exactly as tested below).
     #[inline(always)]
-    fn push_ascii(&mut self, c: u8, pos: usize, lines: &Lines) {
+    fn push_ascii(&mut self, c: u8, pos: usize, lines: &mut LineCtx<'_>) {
         // `char::is_whitespace` on ASCII: U+0009..=U+000D and U+0020.
-        if matches!(c, b'\t'..=b'\r' | b' ') {
+        if is_ascii_ws(c) {
             if self.build.active {
                 self.finalize(pos, lines);
             }
@@ -307,31 +431,10 @@ impl Words {
         }
         let b = &mut self.build;
         if !b.active {
-            b.active = true;
-            b.start = pos;
-            b.all = KeyHasher::default();
-            b.core_h = 0;
-            b.core_len = 0;
-            b.letters = 0;
-            b.plen = 0;
-            b.ptrunc = false;
+            b.start_at(pos);
         }
-        if c.is_ascii_alphabetic() {
-            b.letters = b.letters.saturating_add(1);
-        }
-        if (b.plen as usize) < PREVIEW {
-            b.preview[b.plen as usize] = c;
-            b.plen += 1;
-        } else {
-            b.ptrunc = true;
-        }
-        let mut all = b.all;
-        all.push(char::from(c.to_ascii_lowercase()));
-        b.all = all;
-        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
-            (b.core_h, b.core_len) = all.state();
-        }
-        if self.armed {
+        b.push_ascii(c);
+        if self.armed && self.track_partial {
             self.check_partial(pos + 1, lines);
         } else {
             self.partial = None;
@@ -339,7 +442,7 @@ impl Words {
     }
 
     /// Ends the text: the token being read becomes final.
-    pub(crate) fn finish(&mut self, pos: usize, lines: &Lines) {
+    pub(crate) fn finish(&mut self, pos: usize, lines: &mut LineCtx<'_>) {
         if self.build.active {
             self.finalize(pos, lines);
         }
@@ -377,7 +480,7 @@ impl Words {
         }
     }
 
-    fn finalize(&mut self, end: usize, lines: &Lines) {
+    fn finalize(&mut self, end: usize, lines: &mut LineCtx<'_>) {
         let b = self.build;
         self.build.active = false;
         self.partial = None;
@@ -489,7 +592,7 @@ impl Words {
     /// first time) and apply the protections.
     #[cold]
     #[inline(never)]
-    fn cold_short(&mut self, end: usize, lines: &Lines) {
+    fn cold_short(&mut self, end: usize, lines: &mut LineCtx<'_>) {
         let j = self.j - 1;
         for i in 0..self.max_p {
             let r = self.run[i];
@@ -556,7 +659,7 @@ impl Words {
 
     /// Would the token being read, if the text ended now, complete a loop?
     #[cold]
-    fn check_partial(&mut self, end: usize, lines: &Lines) {
+    fn check_partial(&mut self, end: usize, lines: &mut LineCtx<'_>) {
         self.partial = None;
         let key = self.build.key(self.ignore_punct);
         let j = self.j;
@@ -601,22 +704,22 @@ impl Words {
 
     /// The false-positive protections for a loop of period `p` ending with
     /// the last finalized token.
-    fn accept(&self, start: usize, p: usize, end: usize, lines: &Lines) -> bool {
+    fn accept(&self, start: usize, p: usize, end: usize, lines: &mut LineCtx<'_>) -> bool {
         if !self.protect || end - start >= self.max_exempt {
             return true;
         }
         let has_word = self.last_word.is_some_and(|w| w + p >= self.j);
-        has_word && !lines.exempt(start, self.fences, self.tables)
+        has_word && !lines.exempt_at(end, start, self.fences, self.tables)
     }
 
     /// Same, when the last token of the loop is still being read.
-    fn accept_partial(&self, start: usize, p: usize, end: usize, lines: &Lines) -> bool {
+    fn accept_partial(&self, start: usize, p: usize, end: usize, lines: &mut LineCtx<'_>) -> bool {
         if !self.protect || end - start >= self.max_exempt {
             return true;
         }
         let has_word = self.build.letters >= self.min_word_letters
             || self.last_word.is_some_and(|w| w + p > self.j);
-        has_word && !lines.exempt(start, self.fences, self.tables)
+        has_word && !lines.exempt_at(end, start, self.fences, self.tables)
     }
 
     fn candidate(
@@ -727,24 +830,40 @@ mod tests {
         }
     }
 
-    /// Tokens read through the ASCII path get the same keys and previews
-    /// as through the general path (mixed ASCII / non-ASCII tokens).
+    /// Tokens read through the byte loop ([`Words::feed`]) get the same
+    /// keys and previews as through the general path, char by char.
     #[test]
-    fn ascii_and_general_paths_build_the_same_tokens() {
+    fn feed_and_general_paths_build_the_same_tokens() {
+        use super::super::healthy::{Lines, Src};
         let config = ClampConfig::default();
-        let lines = Lines::default();
-        for text in ["Hello, world!", "AbC?? x\x0by\x0cz", "naïve CAFÉ. ok;"] {
-            let mut fast = Words::new(&config);
-            let mut slow = Words::new(&config);
+        for text in [
+            "Hello, world!",
+            "AbC?? x\x0by\x0cz",
+            "naïve CAFÉ. ok;",
+            "高い山 x",
+        ] {
+            let mut fast = Words::new(&config, true);
+            let mut slow = Words::new(&config, true);
+            let mut l1 = Lines::default();
+            let mut l2 = Lines::default();
+            let src = Src {
+                bytes: text.as_bytes(),
+                base: 0,
+            };
+            let mut lx = LineCtx {
+                lines: &mut l1,
+                src,
+            };
+            fast.feed(text, 0, &mut lx, Stop::Never);
+            fast.finish(text.len(), &mut lx);
+            let mut lx = LineCtx {
+                lines: &mut l2,
+                src,
+            };
             for (i, c) in text.char_indices() {
-                fast.push(c, i, c.len_utf8(), &lines);
-                // The general path, forced for every character.
-                let mut g = slow.clone();
-                g.push_general(c, i, c.len_utf8(), &lines);
-                slow = g;
+                slow.push_general(c, i, c.len_utf8(), &mut lx);
             }
-            fast.finish(text.len(), &lines);
-            slow.finish(text.len(), &lines);
+            slow.finish(text.len(), &mut lx);
             assert_eq!(fast.j, slow.j, "{text}");
             for t in 0..fast.j {
                 let (a, b) = (fast.tok(t), slow.tok(t));
