@@ -19,11 +19,11 @@ pub(crate) fn fold_char(c: char, mut f: impl FnMut(char)) {
     }
 }
 
-/// Length of the case fold of `s`, in characters.
+/// Length of the case fold of `s`, in UTF-8 bytes.
 pub(crate) fn fold_len(s: &str) -> u64 {
     let mut n = 0;
     for c in s.chars() {
-        fold_char(c, |_| n += 1);
+        fold_char(c, |l| n += l.len_utf8() as u64);
     }
     n
 }
@@ -39,48 +39,90 @@ pub(crate) fn key_str(s: &str) -> u64 {
 }
 
 const SEED: u64 = 0xcbf2_9ce4_8422_2325;
-const PRIME: u64 = 0x0000_0100_0000_01b3;
+const K: u64 = 0x9fb2_1c65_1e98_df25;
 
-/// An incremental 64-bit hash of a sequence of characters (FNV-1a over
-/// scalar values, finished with a splitmix64 mix and the length).
+/// An incremental 64-bit hash of the UTF-8 bytes of a character sequence.
+/// Bytes are packed eight at a time (little-endian) and each full word is
+/// folded in with a multiply; the finish mixes in the last, partial word
+/// and the length. Pushing characters, single bytes or whole words of
+/// bytes gives the same hash, so the word detector's byte loop and its
+/// per-character path agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KeyHasher {
     h: u64,
+    /// Bytes pushed since the last full word (`len % 8` of them).
+    buf: u64,
     len: u64,
 }
 
 impl Default for KeyHasher {
     fn default() -> Self {
-        KeyHasher { h: SEED, len: 0 }
+        KeyHasher {
+            h: SEED,
+            buf: 0,
+            len: 0,
+        }
     }
 }
 
 impl KeyHasher {
     #[inline]
+    fn step(h: u64, w: u64) -> u64 {
+        (h ^ w).wrapping_mul(K).rotate_left(29)
+    }
+
+    /// Pushes a character (already folded).
+    #[inline]
     pub(crate) fn push(&mut self, c: char) {
-        self.h = (self.h ^ c as u64).wrapping_mul(PRIME);
+        if c.is_ascii() {
+            self.push_byte(c as u8);
+            return;
+        }
+        let mut enc = [0u8; 4];
+        for &b in c.encode_utf8(&mut enc).as_bytes() {
+            self.push_byte(b);
+        }
+    }
+
+    /// Pushes one byte.
+    #[inline(always)]
+    pub(crate) fn push_byte(&mut self, b: u8) {
+        let n = self.len % 8;
+        self.buf |= u64::from(b) << (8 * n);
         self.len += 1;
+        if n == 7 {
+            self.h = Self::step(self.h, self.buf);
+            self.buf = 0;
+        }
     }
 
-    /// The raw state, to snapshot cheaply.
-    #[inline]
-    pub(crate) fn state(&self) -> (u64, u64) {
-        (self.h, self.len)
+    /// Pushes `k` bytes (1..=8) packed little-endian in `w`, whose other
+    /// bytes are zero.
+    #[inline(always)]
+    pub(crate) fn push_word(&mut self, w: u64, k: usize) {
+        debug_assert!((1..=8).contains(&k));
+        let n = (self.len % 8) as usize;
+        self.buf |= w << (8 * n);
+        self.len += k as u64;
+        if n + k >= 8 {
+            self.h = Self::step(self.h, self.buf);
+            self.buf = if n == 0 { 0 } else { w >> (8 * (8 - n)) };
+        }
     }
 
-    /// The key of a snapshot taken with [`KeyHasher::state`].
+    /// Bytes pushed.
     #[inline]
-    pub(crate) fn finish_state(h: u64, len: u64) -> u64 {
-        mix(h ^ len.rotate_left(47))
+    pub(crate) fn len(&self) -> u64 {
+        self.len
     }
 
     #[inline]
     pub(crate) fn finish(&self) -> u64 {
-        Self::finish_state(self.h, self.len)
+        mix(Self::step(self.h, self.buf) ^ self.len.rotate_left(47))
     }
 }
 
-/// splitmix64 finaliser.
+/// The splitmix64 finaliser.
 #[inline]
 pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -107,5 +149,41 @@ mod tests {
         assert_eq!(key("ΣΟΦΟΣ"), key("σοφος"));
         assert_ne!(key("de"), key("del"));
         assert_ne!(key("ab"), key("ba"));
+        assert_ne!(key("a"), key("a\0"));
+    }
+
+    /// Bytes, words and characters give the same hash, whatever the split.
+    #[test]
+    fn word_pushes_equal_byte_pushes() {
+        let texts = [
+            "",
+            "a",
+            "abcdefgh",
+            "abcdefghi",
+            "naïve straße 高い",
+            "0123456789abcdefghijklmnopq",
+        ];
+        for t in texts {
+            let b = t.as_bytes();
+            let mut bytes = KeyHasher::default();
+            for &x in b {
+                bytes.push_byte(x);
+            }
+            let mut chars = KeyHasher::default();
+            for c in t.chars() {
+                chars.push(c);
+            }
+            assert_eq!(bytes, chars, "{t}");
+            for split in [1usize, 3, 5, 8] {
+                let mut words = KeyHasher::default();
+                for chunk in b.chunks(split) {
+                    let mut w = [0u8; 8];
+                    w[..chunk.len()].copy_from_slice(chunk);
+                    words.push_word(u64::from_le_bytes(w), chunk.len());
+                }
+                assert_eq!(bytes, words, "{t} by {split}");
+                assert_eq!(bytes.finish(), words.finish());
+            }
+        }
     }
 }
