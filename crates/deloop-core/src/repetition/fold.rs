@@ -116,9 +116,13 @@ impl KeyHasher {
         self.len
     }
 
+    /// The key: the last word and the length folded in, then one more
+    /// multiply and a shift so both halves of the key depend on every
+    /// byte.
     #[inline]
     pub(crate) fn finish(&self) -> u64 {
-        mix(Self::step(self.h, self.buf) ^ self.len.rotate_left(47))
+        let z = Self::step(self.h, self.buf ^ self.len.rotate_left(47)).wrapping_mul(K);
+        z ^ (z >> 32)
     }
 }
 

@@ -96,8 +96,8 @@ impl Filter {
 
 #[inline(always)]
 fn load(buf: &[u8], i: usize) -> u64 {
-    match buf.get(i..i + 8) {
-        Some(s) => u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]),
+    match buf.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+        Some(s) => u64::from_le_bytes(s),
         None => 0,
     }
 }

@@ -101,9 +101,6 @@ impl Build {
 
 /// Short periods tracked (lane `i` is period `i + 1`).
 const W: usize = 16;
-/// The key window starts empty (a real key with these low bits is told
-/// apart by the full key in the ring).
-const EMPTY: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Run {
@@ -127,11 +124,10 @@ pub(crate) struct Words {
     max_p: usize,
     /// Lane `i`: matches needed for period `i + 1` (`u32::MAX` if unused).
     thr: [u32; W],
-    /// The low 32 bits of the last `W` keys, token `t` written twice (at
-    /// `r = (W - t % W) % W` and `r + W`) so that before token `j` the
-    /// window `kw[r_j + 1..][..W]` holds tokens `j - 1, j - 2, …`: element
-    /// `i` is period `i + 1`.
-    kw: [u32; 2 * W + 1],
+    /// One byte of each of the last `W` keys (the top byte), newest
+    /// first: byte `i` of `fp[0]` (`fp[1]`) is token `j - 1 - i`
+    /// (`j - 9 - i`). A match there is confirmed on the full key.
+    fp: [u64; 2],
     /// Bit `i`: token `j - 1` equals token `j - 2 - i` (periods tracked
     /// only), i.e. a run at period `i + 1` is going on.
     m: u32,
@@ -229,7 +225,7 @@ impl Words {
         Words {
             max_p,
             thr,
-            kw: [EMPTY; 2 * W + 1],
+            fp: [0; 2],
             m: 0,
             lane_mask: if max_p >= 32 {
                 u32::MAX
@@ -354,8 +350,8 @@ impl Words {
             let mut has_core = self.build.has_core;
             let mut letters = 0u32;
             loop {
-                if let Some(x) = b.get(i..i + 8) {
-                    let x = u64::from_le_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
+                if let Some(x) = b.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+                    let x = u64::from_le_bytes(x);
                     let stop = swar::stop(x);
                     // b[i] is a token byte, so k >= 1.
                     let k = if stop == 0 {
@@ -600,18 +596,13 @@ impl Words {
         }
         self.j = j + 1;
 
-        // Short periods: which of the last W tokens equal this one (low
-        // 32 bits compared together, then confirmed on the full key).
-        let k32 = key as u32;
-        let r = (W - j % W) % W;
-        let win: &[u32; W] = self.kw[r + 1..r + 1 + W].try_into().expect("window");
-        let mut m = 0u32;
-        for (i, &w) in win.iter().enumerate() {
-            m |= u32::from(w == k32) << i;
-        }
-        self.kw[r] = k32;
-        self.kw[r + W] = k32;
-        let mut m = m & self.lane_mask;
+        // Short periods: which of the last W tokens equal this one (one
+        // byte of each key compared together, then confirmed on the full
+        // key).
+        let f = (key >> 56) as u8;
+        let [f0, f1] = self.fp;
+        let mut m = (swar::eq_bits(f0, f) | swar::eq_bits(f1, f) << 8) & self.lane_mask;
+        self.fp = [f0 << 8 | u64::from(f), f1 << 8 | f0 >> 56];
         let mut v = m;
         while v != 0 {
             let i = v.trailing_zeros() as usize;
@@ -971,6 +962,13 @@ mod swar {
         !((z & LO7).wrapping_add(LO7) | z) & HI
     }
 
+    /// Bit `i` set when byte `i` of `x` equals `b`.
+    #[inline(always)]
+    pub(super) fn eq_bits(x: u64, b: u8) -> u32 {
+        let z = zero(x ^ rep(b)) >> 7;
+        (z.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+    }
+
     /// How many bytes a predicate's result marks.
     #[inline(always)]
     pub(super) fn count(m: u64) -> u32 {
@@ -1025,6 +1023,11 @@ mod swar {
                     let bit = |m: u64| m >> (8 * lane + 7) & 1 == 1;
                     assert_eq!(bit(stop(x)), v >= 0x80 || matches!(v, 9..=13 | 32), "{v}");
                     assert_eq!(count(stop(x)), stop(x).count_ones(), "{v}");
+                    let expect: u32 = (0..8)
+                        .filter(|&l| (x >> (8 * l)) as u8 == b'a')
+                        .map(|l| 1 << l)
+                        .sum();
+                    assert_eq!(eq_bits(x, b'a'), expect, "{v}");
                     if v < 0x80 {
                         assert_eq!(bit(upper(x)), v.is_ascii_uppercase(), "{v}");
                         assert_eq!(bit(lower_alpha(x)), v.is_ascii_lowercase(), "{v}");
