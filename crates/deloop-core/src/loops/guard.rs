@@ -5,6 +5,7 @@
 //! most `maxScopes` scopes are kept, the least recently used is evicted.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::config::{LoopConfig, Settings};
 use super::detectors::compaction::Window;
@@ -15,6 +16,9 @@ use super::strict::{
     default_procedure, describe, fingerprint_prefix, ArgEquivalence, Procedure, SearchEquivalence,
 };
 use super::{Detector, Level, Outcome, Profile, Scope, ToolCall, Verdict};
+
+/// Distinct tool names remembered by a guard (the cache is cleared when full).
+const TOOL_NAME_CACHE: usize = 1024;
 
 /// A small, fast, non-cryptographic hasher for the scope map (keys are
 /// agent and run names chosen by the caller; the map is capped anyway).
@@ -61,6 +65,9 @@ pub struct Guard {
     hasher: OutcomeHasher,
     equivalence: Box<dyn ArgEquivalence>,
     scopes: HashMap<String, ScopeState, FastBuild>,
+    /// Tool names as written → normalised (bounded; cleared when full), so
+    /// recording a call does not allocate its tool name.
+    tool_names: HashMap<Box<str>, Arc<str>, FastBuild>,
     key_buf: String,
     tick: u64,
     seq: u64,
@@ -101,6 +108,7 @@ impl Guard {
             hasher: OutcomeHasher::new(),
             equivalence: Box::new(SearchEquivalence),
             scopes: HashMap::default(),
+            tool_names: HashMap::default(),
             key_buf: String::new(),
             tick: 0,
             seq: 0,
@@ -157,6 +165,7 @@ impl Guard {
             config,
             equivalence,
             scopes,
+            tool_names,
             key_buf,
             tick,
             seq,
@@ -166,10 +175,21 @@ impl Guard {
         if settings.disabled() {
             return Verdict::ok();
         }
-        let tool = normalize_tool_name(call.tool);
-        let digest = call_digest(&tool, call.args);
+        let tool_arc = match tool_names.get(call.tool) {
+            Some(t) => t.clone(),
+            None => {
+                if tool_names.len() >= TOOL_NAME_CACHE {
+                    tool_names.clear();
+                }
+                let t: Arc<str> = Arc::from(normalize_tool_name(call.tool));
+                tool_names.insert(Box::from(call.tool), t.clone());
+                t
+            }
+        };
+        let tool: &str = &tool_arc;
+        let digest = call_digest(tool, call.args);
         let kind = classify_call(
-            &tool,
+            tool,
             call.args,
             &settings.poll_tools,
             &settings.poll_actions,
@@ -177,8 +197,8 @@ impl Guard {
         let agent = agent_name(call.agent_id);
         let (procedure, fp_prefix) = if strict {
             let p = equivalence
-                .procedure(&tool, call.args)
-                .unwrap_or_else(|| default_procedure(&tool, call.args));
+                .procedure(tool, call.args)
+                .unwrap_or_else(|| default_procedure(tool, call.args));
             (
                 digest_str(&p.key, Canon::Args),
                 Some(fingerprint_prefix(agent, &p).into_boxed_str()),
@@ -196,7 +216,7 @@ impl Guard {
             run_name(call.run_id),
         );
         let cur = Current {
-            tool: &tool,
+            tool,
             call: digest,
             kind,
         };
@@ -206,9 +226,9 @@ impl Guard {
                 let prefix = match &fp_prefix {
                     Some(p) => p.to_string(),
                     None => {
-                        let (operation, context) = match equivalence.procedure(&tool, call.args) {
+                        let (operation, context) = match equivalence.procedure(tool, call.args) {
                             Some(p) => (p.operation, p.context),
-                            None => describe(&tool, call.args),
+                            None => describe(tool, call.args),
                         };
                         fingerprint_prefix(
                             agent,
@@ -245,7 +265,7 @@ impl Guard {
         }
         *seq += 1;
         scope.history.push_back(Record {
-            tool: tool.into_boxed_str(),
+            tool: tool_arc.clone(),
             call: digest,
             procedure,
             call_id: call.call_id.map(Box::from),

@@ -20,8 +20,10 @@
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use deloop_core::loops::replay::{Event, Replay};
-use deloop_core::loops::{Guard, LoopConfig, Profile};
+use std::borrow::Cow;
+
+use deloop_core::loops::replay::{Event, Replay, DEFAULT_MAX_OPEN};
+use deloop_core::loops::{Guard, LoopConfig, OutcomeBody, Profile, Scope, ToolCall};
 use serde_json::Value;
 
 use crate::exit::{BadInput, Exit};
@@ -106,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut replay = Replay::new(Guard::new(profile, config));
+    let mut replay = Replay::streaming(Guard::new(profile, config));
     let mut reader = open_input(args.file.as_deref())?;
     // Peek at the first non-blank line: an events line streams; anything
     // else (a JSON document, message lines) takes the whole-document path.
@@ -123,23 +125,23 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     };
                     text.push_str(&read_rest(&mut reader, args.lossy)?);
                     let f = detect_format(&text);
+                    let mut sink = render::Sink::new(&mut out, args.json, profile, format_name(f));
                     match f {
                         Format::Openai | Format::Anthropic => {
-                            return finish_document(&args, f, &text, replay, profile, &mut out)
+                            let r = replay_document(f, &text, &mut replay, &mut sink);
+                            return finish(r, &mut replay, sink);
                         }
                         _ => {
                             // Events after all (e.g. the first line is bad):
                             // replay the text already read, with its line numbers.
-                            let stream = StreamOut::new(&mut out, args.json);
-                            let summary = replay_event_lines(
+                            let r = replay_event_lines(
                                 text.as_bytes(),
                                 0,
                                 args.lossy,
                                 &mut replay,
-                                stream,
-                                profile,
-                            )?;
-                            return finish_stream(&args, replay, summary, &mut out);
+                                &mut sink,
+                            );
+                            return finish(r, &mut replay, sink);
                         }
                     }
                 }
@@ -147,26 +149,51 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
         f => (f, None),
     };
-    match format {
-        Format::Events | Format::Auto => {
-            let mut stream = StreamOut::new(&mut out, args.json);
+    let mut sink = render::Sink::new(&mut out, args.json, profile, format_name(format));
+    let r = match format {
+        Format::Events | Format::Auto => (|| {
             let mut lineno = 0;
             if let Some((n, text)) = first {
                 lineno = n;
-                if let Some(ev) = parse_event_line(&text, n)? {
-                    replay.push(ev).map_err(|e| bad(n, e))?;
-                    stream.emit(&replay)?;
-                }
+                push_event_line(&text, n, &mut replay)?;
+                sink.drain(&mut replay)?;
             }
-            let summary =
-                replay_event_lines(reader, lineno, args.lossy, &mut replay, stream, profile)?;
-            finish_stream(&args, replay, summary, &mut out)
-        }
-        f => {
-            let text = read_rest(&mut reader, args.lossy)?;
-            finish_document(&args, f, &text, replay, profile, &mut out)
-        }
+            replay_event_lines(reader, lineno, args.lossy, &mut replay, &mut sink)
+        })(),
+        f => read_rest(&mut reader, args.lossy)
+            .and_then(|text| replay_document(f, &text, &mut replay, &mut sink)),
+    };
+    finish(r, &mut replay, sink)
+}
+
+/// Ends the output: on success the remaining verdicts and the summary; on
+/// bad input what was settled so far is flushed before the error.
+fn finish<W: Write>(
+    r: anyhow::Result<()>,
+    replay: &mut Replay,
+    mut sink: render::Sink<'_, W>,
+) -> anyhow::Result<Exit> {
+    if let Err(e) = r {
+        sink.flush()?;
+        return Err(e);
     }
+    replay.finish();
+    sink.drain(replay)?;
+    if replay.ignored_results() > 0 {
+        eprintln!(
+            "deloop: note: {} calls were still waiting for their result {} calls later; \
+             their verdicts were settled as they stood and {} late results were ignored",
+            replay.forgotten_calls(),
+            DEFAULT_MAX_OPEN,
+            replay.ignored_results()
+        );
+    }
+    let summary = sink.finish()?;
+    Ok(if summary.criticals > 0 {
+        Exit::LoopFound
+    } else {
+        Exit::Ok
+    })
 }
 
 /// Opens the file, or standard input for `None` / `-`.
@@ -236,51 +263,15 @@ fn is_event_line(line: &str) -> bool {
     }
 }
 
-/// Streams JSON lines as soon as each call's verdict is settled.
-struct StreamOut<'a, W: Write> {
-    out: &'a mut W,
-    json: bool,
-    next: usize,
-}
-
-impl<'a, W: Write> StreamOut<'a, W> {
-    fn new(out: &'a mut W, json: bool) -> Self {
-        StreamOut { out, json, next: 0 }
-    }
-
-    /// Writes every settled verdict not yet written, in order.
-    fn emit(&mut self, replay: &Replay) -> std::io::Result<()> {
-        if !self.json {
-            return Ok(());
-        }
-        let v = replay.verdicts();
-        while self.next < v.len() && replay.is_settled(self.next) {
-            render::write_json_call(self.out, &v[self.next])?;
-            self.next += 1;
-        }
-        Ok(())
-    }
-
-    /// Writes the rest (calls still waiting for a result are final at the end).
-    fn finish(&mut self, replay: &Replay) -> std::io::Result<()> {
-        if self.json {
-            for c in &replay.verdicts()[self.next..] {
-                render::write_json_call(self.out, c)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Replays events lines from `r` (line numbers continue after `lineno`).
+/// Replays events lines from `r` (line numbers continue after `lineno`),
+/// writing each verdict as soon as it is settled.
 fn replay_event_lines<W: Write>(
     mut r: impl BufRead,
     mut lineno: usize,
     lossy: bool,
     replay: &mut Replay,
-    mut stream: StreamOut<'_, W>,
-    profile: Profile,
-) -> anyhow::Result<render::Summary> {
+    sink: &mut render::Sink<'_, W>,
+) -> anyhow::Result<()> {
     let mut buf = Vec::with_capacity(1024);
     loop {
         buf.clear();
@@ -289,58 +280,22 @@ fn replay_event_lines<W: Write>(
         }
         lineno += 1;
         let text = decode_line(&buf, lineno, lossy)?;
-        if let Some(ev) = parse_event_line(&text, lineno)? {
-            replay.push(ev).map_err(|e| bad(lineno, e))?;
-            stream.emit(replay)?;
-        }
+        push_event_line(&text, lineno, replay)?;
+        sink.drain(replay)?;
     }
-    stream.finish(replay)?;
-    Ok(render::Summary::new(replay.verdicts(), profile, "events"))
+    Ok(())
 }
 
-fn finish_stream<W: Write>(
-    args: &Args,
-    replay: Replay,
-    summary: render::Summary,
-    out: &mut W,
-) -> anyhow::Result<Exit> {
-    if args.json {
-        render::write_json_summary(out, &summary)?;
-    } else {
-        render::write_human(out, replay.verdicts(), &summary)?;
-    }
-    out.flush()?;
-    Ok(exit_of(&summary))
-}
-
-fn finish_document<W: Write>(
-    args: &Args,
+/// Replays an openai/anthropic document.
+fn replay_document<W: Write>(
     format: Format,
     text: &str,
-    mut replay: Replay,
-    profile: Profile,
-    out: &mut W,
-) -> anyhow::Result<Exit> {
+    replay: &mut Replay,
+    sink: &mut render::Sink<'_, W>,
+) -> anyhow::Result<()> {
     match format {
-        Format::Openai => replay_messages(text, &mut replay, openai_events)?,
-        _ => replay_messages(text, &mut replay, anthropic_events)?,
-    }
-    let verdicts = replay.into_verdicts();
-    let summary = render::Summary::new(&verdicts, profile, format_name(format));
-    if args.json {
-        render::write_json(out, &verdicts, &summary)?;
-    } else {
-        render::write_human(out, &verdicts, &summary)?;
-    }
-    out.flush()?;
-    Ok(exit_of(&summary))
-}
-
-fn exit_of(summary: &render::Summary) -> Exit {
-    if summary.criticals > 0 {
-        Exit::LoopFound
-    } else {
-        Exit::Ok
+        Format::Openai => replay_messages(text, replay, sink, openai_events),
+        _ => replay_messages(text, replay, sink, anthropic_events),
     }
 }
 
@@ -417,26 +372,87 @@ fn bad(line: usize, msg: impl std::fmt::Display) -> anyhow::Error {
     BadInput(format!("line {line}: {msg}")).into()
 }
 
-/// One events-format line. Only the envelope is typed; `args` and
-/// `result` stay JSON values.
+/// One events-format line. Only the envelope is typed (strings borrowed
+/// from the line when they have no escapes); `args` and `result` stay JSON
+/// values.
 #[derive(serde::Deserialize)]
 struct RawEvent<'a> {
     #[serde(rename = "type", borrow, default)]
-    ty: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    tool: Option<Value>,
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<Loose<'a>>,
+    #[serde(borrow, default)]
+    tool: Option<Loose<'a>>,
     #[serde(default)]
     args: Option<Value>,
     #[serde(default, deserialize_with = "present")]
     result: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
-    #[serde(default)]
-    run: Option<Value>,
-    #[serde(default)]
-    agent: Option<Value>,
+    #[serde(borrow, default)]
+    error: Option<Loose<'a>>,
+    #[serde(borrow, default)]
+    run: Option<Loose<'a>>,
+    #[serde(borrow, default)]
+    agent: Option<Loose<'a>>,
+}
+
+/// An envelope field that should be a string: kept borrowed when it is
+/// one, as a JSON value otherwise (for the error message).
+enum Loose<'a> {
+    Str(Cow<'a, str>),
+    Null,
+    Other(Value),
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Loose<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Loose<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Loose<'a>, E> {
+                Ok(Loose::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Loose<'a>, E> {
+                Ok(Loose::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Loose<'a>, E> {
+                Ok(Loose::Str(Cow::Owned(s)))
+            }
+            fn visit_unit<E>(self) -> Result<Loose<'a>, E> {
+                Ok(Loose::Null)
+            }
+            fn visit_none<E>(self) -> Result<Loose<'a>, E> {
+                Ok(Loose::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Loose<'a>, E> {
+                Ok(Loose::Other(Value::Bool(b)))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Loose<'a>, E> {
+                Ok(Loose::Other(Value::from(n)))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Loose<'a>, E> {
+                Ok(Loose::Other(Value::from(n)))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Loose<'a>, E> {
+                Ok(Loose::Other(
+                    serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number),
+                ))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Loose<'a>, A::Error> {
+                use serde::Deserialize;
+                Value::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
+                    .map(Loose::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Loose<'a>, A::Error> {
+                use serde::Deserialize;
+                Value::deserialize(serde::de::value::MapAccessDeserializer::new(a))
+                    .map(Loose::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
 }
 
 /// `"result": null` is a value (null), unlike an absent `result`.
@@ -444,23 +460,28 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     <Value as serde::Deserialize>::deserialize(d).map(Some)
 }
 
-fn opt_string(v: Option<Value>, key: &str, line: usize) -> anyhow::Result<Option<String>> {
+fn opt_str<'a>(
+    v: Option<Loose<'a>>,
+    key: &str,
+    line: usize,
+) -> anyhow::Result<Option<Cow<'a, str>>> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(Value::Number(n)) if key == "id" => Ok(Some(n.to_string())),
-        Some(other) => Err(bad(
+        None | Some(Loose::Null) => Ok(None),
+        Some(Loose::Str(s)) => Ok(Some(s)),
+        Some(Loose::Other(Value::Number(n))) if key == "id" => Ok(Some(Cow::Owned(n.to_string()))),
+        Some(Loose::Other(other)) => Err(bad(
             line,
             format!("\"{key}\" must be a string, got {other}"),
         )),
     }
 }
 
-/// Parses one events-format line (`None` for a blank line).
-fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Option<Event>> {
+/// Parses one events-format line and feeds it to the replay (a blank line
+/// is skipped).
+fn push_event_line(raw: &str, line: usize, replay: &mut Replay) -> anyhow::Result<()> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     let v: RawEvent<'_> = serde_json::from_str(raw).map_err(|e| {
         if e.is_data() {
@@ -469,40 +490,56 @@ fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Option<Event>> {
             bad(line, format!("not valid JSON: {e}"))
         }
     })?;
-    let ev = match v.ty.as_deref() {
+    match v.ty.as_deref() {
         Some("call") => {
             let tool = match v.tool {
-                Some(Value::String(t)) => t,
+                Some(Loose::Str(t)) => t,
                 _ => return Err(bad(line, "a call needs a \"tool\" string")),
             };
-            Event::Call {
-                id: opt_string(v.id, "id", line)?,
-                tool,
-                args: v.args.unwrap_or(Value::Null),
-                run: opt_string(v.run, "run", line)?,
-                agent: opt_string(v.agent, "agent", line)?,
-            }
+            let id = opt_str(v.id, "id", line)?;
+            let run = opt_str(v.run, "run", line)?;
+            let agent = opt_str(v.agent, "agent", line)?;
+            let args = v.args.unwrap_or(Value::Null);
+            let mut call = ToolCall::new(&tool, &args);
+            call.call_id = id.as_deref();
+            call.run_id = run.as_deref();
+            call.agent_id = agent.as_deref();
+            replay.push_call(&call);
         }
         Some("result") => {
-            let id = opt_string(v.id, "id", line)?;
-            let body = match v.error {
-                Some(Value::String(e)) => Err(e),
-                Some(Value::Null) | None => match v.result {
-                    Some(r) => Ok(r),
+            let id = opt_str(v.id, "id", line)?;
+            let other;
+            let body = match &v.error {
+                Some(Loose::Str(e)) => OutcomeBody::Error(e),
+                Some(Loose::Null) | None => match &v.result {
+                    Some(r) => OutcomeBody::Result(r),
                     None => return Err(bad(line, "a result needs \"result\" or \"error\"")),
                 },
-                Some(other) => Err(other.to_string()),
+                Some(Loose::Other(o)) => {
+                    other = o.to_string();
+                    OutcomeBody::Error(&other)
+                }
             };
-            Event::Result { id, body }
+            replay
+                .push_result(id.as_deref(), body)
+                .map_err(|e| bad(line, e))?;
         }
-        Some("compaction") => Event::Compaction {
-            run: opt_string(v.run, "run", line)?,
-            agent: opt_string(v.agent, "agent", line)?,
-        },
-        Some("user") | Some("user_turn") => Event::UserTurn {
-            run: opt_string(v.run, "run", line)?,
-            agent: opt_string(v.agent, "agent", line)?,
-        },
+        Some("compaction") => {
+            let run = opt_str(v.run, "run", line)?;
+            let agent = opt_str(v.agent, "agent", line)?;
+            replay.push_compaction(&Scope {
+                agent_id: agent.as_deref(),
+                run_id: run.as_deref(),
+            });
+        }
+        Some("user") | Some("user_turn") => {
+            let run = opt_str(v.run, "run", line)?;
+            let agent = opt_str(v.agent, "agent", line)?;
+            replay.push_user_turn(&Scope {
+                agent_id: agent.as_deref(),
+                run_id: run.as_deref(),
+            });
+        }
         Some(other) => {
             return Err(bad(
                 line,
@@ -510,15 +547,16 @@ fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Option<Event>> {
             ))
         }
         None => return Err(bad(line, "missing \"type\"")),
-    };
-    Ok(Some(ev))
+    }
+    Ok(())
 }
 
 /// Reads a messages transcript (a JSON array, `{"messages": [...]}`, or
 /// one message per line) and replays the events each message yields.
-fn replay_messages(
+fn replay_messages<W: Write>(
     text: &str,
     replay: &mut Replay,
+    sink: &mut render::Sink<'_, W>,
     to_events: fn(&Value, usize) -> anyhow::Result<Vec<Event>>,
 ) -> anyhow::Result<()> {
     let messages: Vec<Value> = match serde_json::from_str::<Value>(text.trim()) {
@@ -549,6 +587,7 @@ fn replay_messages(
                 .push(ev)
                 .map_err(|e| BadInput(format!("message {}: {e}", i + 1)))?;
         }
+        sink.drain(replay)?;
     }
     Ok(())
 }

@@ -4,13 +4,21 @@
 //! `{"index", "tool", "level", "detector", "count", "message", "fingerprint"}`
 //! (`detector`, `count` and `fingerprint` are `null` when the call is ok),
 //! then one `{"summary": {...}}` line.
+//!
+//! Both outputs stream: each call is written as soon as its verdict is
+//! settled ([`Sink::drain`]), so memory does not grow with the transcript.
+//! The human timeline holds back at most [`LOOKBACK`] calls until the first
+//! blocked call, so that it can mark where that loop started.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Write};
 
-use deloop_core::loops::replay::CallVerdict;
+use deloop_core::loops::replay::{CallVerdict, Replay};
 use deloop_core::loops::{Level, Profile};
 use serde::Serialize;
+
+/// Calls the human timeline holds back before the first critical verdict.
+pub const LOOKBACK: usize = 1024;
 
 /// Totals over a transcript.
 #[derive(Debug, Clone, Serialize)]
@@ -34,48 +42,39 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Computes the totals.
-    pub fn new(verdicts: &[CallVerdict], profile: Profile, format: &'static str) -> Self {
-        let mut s = Summary {
+    /// Totals of no call yet.
+    pub fn empty(profile: Profile, format: &'static str) -> Self {
+        Summary {
             profile: profile.name(),
             format,
-            calls: verdicts.len(),
+            calls: 0,
             warnings: 0,
             criticals: 0,
             first_critical: None,
             terminate_at: None,
             detectors: BTreeMap::new(),
-        };
-        for c in verdicts {
-            let v = &c.verdict;
-            match v.level {
-                Level::Ok => continue,
-                Level::Warning => s.warnings += 1,
-                Level::Critical => {
-                    s.criticals += 1;
-                    s.first_critical.get_or_insert(c.index);
-                }
-            }
-            if v.terminate_run {
-                s.terminate_at.get_or_insert(c.index);
-            }
-            if let Some(d) = v.detector {
-                *s.detectors.entry(d.as_str()).or_default() += 1;
+        }
+    }
+
+    /// Counts one more call.
+    pub fn add(&mut self, c: &CallVerdict) {
+        self.calls += 1;
+        let v = &c.verdict;
+        match v.level {
+            Level::Ok => return,
+            Level::Warning => self.warnings += 1,
+            Level::Critical => {
+                self.criticals += 1;
+                self.first_critical.get_or_insert(c.index);
             }
         }
-        s
+        if v.terminate_run {
+            self.terminate_at.get_or_insert(c.index);
+        }
+        if let Some(d) = v.detector {
+            *self.detectors.entry(d.as_str()).or_default() += 1;
+        }
     }
-}
-
-#[derive(Serialize)]
-struct Line<'a> {
-    index: usize,
-    tool: &'a str,
-    level: &'static str,
-    detector: Option<&'static str>,
-    count: Option<u32>,
-    message: &'a str,
-    fingerprint: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -83,32 +82,61 @@ struct SummaryLine<'a> {
     summary: &'a Summary,
 }
 
-/// Writes the JSON lines output.
-pub fn write_json(
-    out: &mut impl Write,
-    verdicts: &[CallVerdict],
-    summary: &Summary,
-) -> io::Result<()> {
-    for c in verdicts {
-        write_json_call(out, c)?;
+/// Writes a JSON string literal exactly as `serde_json` does (the common
+/// case, nothing to escape, is copied as is).
+fn json_str(out: &mut (impl Write + ?Sized), s: &str) -> io::Result<()> {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        serde_json::to_writer(&mut *out, s)?;
+        return Ok(());
     }
-    write_json_summary(out, summary)
+    out.write_all(b"\"")?;
+    out.write_all(s.as_bytes())?;
+    out.write_all(b"\"")
 }
 
-/// Writes one call's JSON line (streaming output).
+/// Writes an unsigned integer in decimal without allocating.
+fn json_uint(out: &mut (impl Write + ?Sized), mut v: u64) -> io::Result<()> {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.write_all(&buf[i..])
+}
+
+/// Writes one call's JSON line (the same bytes `serde_json` would write for
+/// `{"index","tool","level","detector","count","message","fingerprint"}`).
 pub fn write_json_call(out: &mut impl Write, c: &CallVerdict) -> io::Result<()> {
     let v = &c.verdict;
-    let line = Line {
-        index: c.index,
-        tool: &c.tool,
-        level: v.level.as_str(),
-        detector: v.detector.map(|d| d.as_str()),
-        count: v.count,
-        message: &v.message,
-        fingerprint: v.fingerprint.as_deref(),
-    };
-    serde_json::to_writer(&mut *out, &line)?;
-    out.write_all(b"\n")
+    out.write_all(b"{\"index\":")?;
+    json_uint(out, c.index as u64)?;
+    out.write_all(b",\"tool\":")?;
+    json_str(out, &c.tool)?;
+    out.write_all(b",\"level\":\"")?;
+    out.write_all(v.level.as_str().as_bytes())?;
+    out.write_all(b"\",\"detector\":")?;
+    match v.detector {
+        Some(d) => json_str(out, d.as_str())?,
+        None => out.write_all(b"null")?,
+    }
+    out.write_all(b",\"count\":")?;
+    match v.count {
+        Some(n) => json_uint(out, u64::from(n))?,
+        None => out.write_all(b"null")?,
+    }
+    out.write_all(b",\"message\":")?;
+    json_str(out, &v.message)?;
+    out.write_all(b",\"fingerprint\":")?;
+    match &v.fingerprint {
+        Some(f) => json_str(out, f)?,
+        None => out.write_all(b"null")?,
+    }
+    out.write_all(b"}\n")
 }
 
 /// Writes the final `{"summary": {...}}` line.
@@ -117,10 +145,13 @@ pub fn write_json_summary(out: &mut impl Write, summary: &Summary) -> io::Result
     out.write_all(b"\n")
 }
 
-/// Where the loop that led to the first critical verdict began: the first
-/// call the detector counted (an estimate for interleaved patterns).
-fn loop_start(verdicts: &[CallVerdict], at: usize) -> usize {
-    let v = &verdicts[at].verdict;
+/// Where the loop that led to the critical verdict `at` began: the first
+/// call the detector counted (an estimate for interleaved patterns), or the
+/// first earlier non-ok verdict of the same pattern. `held` are the calls
+/// before `at` still held back (at most [`LOOKBACK`]); the start is never
+/// placed before them.
+fn loop_start(held: &VecDeque<CallVerdict>, at: &CallVerdict) -> usize {
+    let v = &at.verdict;
     let count = v.count.unwrap_or(0) as usize;
     let back = match v.detector.map(|d| d.as_str()) {
         Some("ping_pong") | Some("compaction_loop_persisted") | Some("anti_loop_protocol") => {
@@ -128,31 +159,84 @@ fn loop_start(verdicts: &[CallVerdict], at: usize) -> usize {
         }
         _ => count,
     };
-    // The first non-ok verdict of the same pattern, if earlier.
     let key = v.key.as_deref();
-    let first_same = verdicts[..at]
+    let first_same = held
         .iter()
-        .position(|c| c.verdict.level != Level::Ok && c.verdict.key.as_deref() == key);
-    let by_count = at.saturating_sub(back);
-    first_same.map_or(by_count, |f| f.min(by_count))
+        .find(|c| c.verdict.level != Level::Ok && c.verdict.key.as_deref() == key)
+        .map(|c| c.index);
+    let by_count = at.index.saturating_sub(back);
+    let start = first_same.map_or(by_count, |f| f.min(by_count));
+    let oldest = held.front().map_or(at.index, |c| c.index);
+    start.max(oldest)
 }
 
-/// Writes the human timeline: runs of ok calls collapsed, every warning and
-/// critical on its own line, the start of the first blocked loop marked.
-pub fn write_human(
-    out: &mut impl Write,
-    verdicts: &[CallVerdict],
-    summary: &Summary,
-) -> io::Result<()> {
-    writeln!(
-        out,
-        "deloop check: {} calls ({} format, profile {})",
-        summary.calls, summary.format, summary.profile
-    )?;
-    let start = summary.first_critical.map(|at| loop_start(verdicts, at));
-    let mut ok_run: Option<(usize, usize)> = None;
-    let flush = |out: &mut dyn Write, run: &mut Option<(usize, usize)>| -> io::Result<()> {
-        if let Some((a, b)) = run.take() {
+/// A group of consecutive non-ok calls with the same level and detector.
+struct Group {
+    level: Level,
+    detector: &'static str,
+    first: usize,
+    last: usize,
+    lo: u32,
+    hi: u32,
+    terminate: bool,
+}
+
+/// The human timeline, written as it goes: runs of ok calls collapsed,
+/// every warning and critical on its own line (consecutive ones of one
+/// detector grouped), the start of the first blocked loop marked.
+struct Timeline {
+    /// Calls held back until the first critical verdict (at most [`LOOKBACK`]).
+    held: VecDeque<CallVerdict>,
+    seen_critical: bool,
+    ok_run: Option<(usize, usize)>,
+    group: Option<Group>,
+}
+
+impl Timeline {
+    fn new() -> Self {
+        Timeline {
+            held: VecDeque::new(),
+            seen_critical: false,
+            ok_run: None,
+            group: None,
+        }
+    }
+
+    fn push(&mut self, out: &mut dyn Write, c: CallVerdict) -> io::Result<()> {
+        if self.seen_critical {
+            return self.line(out, &c);
+        }
+        if c.verdict.level == Level::Critical {
+            self.seen_critical = true;
+            let start = loop_start(&self.held, &c);
+            while let Some(h) = self.held.pop_front() {
+                if h.index == start {
+                    self.mark(out, start)?;
+                }
+                self.line(out, &h)?;
+            }
+            if c.index == start {
+                self.mark(out, start)?;
+            }
+            return self.line(out, &c);
+        }
+        self.held.push_back(c);
+        if self.held.len() > LOOKBACK {
+            if let Some(h) = self.held.pop_front() {
+                self.line(out, &h)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn mark(&mut self, out: &mut dyn Write, at: usize) -> io::Result<()> {
+        self.flush_ok(out)?;
+        self.end_group(out)?;
+        writeln!(out, "  ---- the loop starts here (call #{at}) ----")
+    }
+
+    fn flush_ok(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some((a, b)) = self.ok_run.take() {
             if a == b {
                 writeln!(out, "  #{a:<5} ok")?;
             } else {
@@ -160,66 +244,66 @@ pub fn write_human(
             }
         }
         Ok(())
-    };
-    // Consecutive non-ok calls with the same level and detector are one
-    // group: the first is shown in full, the rest on one line.
-    let mut group: Option<(Level, &'static str, usize, usize, u32, u32, bool)> = None;
-    let end_group = |out: &mut dyn Write,
-                     g: &mut Option<(Level, &'static str, usize, usize, u32, u32, bool)>|
-     -> io::Result<()> {
-        if let Some((level, det, a, b, lo, hi, _)) = g.take() {
-            if b > a {
-                let what = if level == Level::Critical {
+    }
+
+    fn end_group(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if let Some(g) = self.group.take() {
+            if g.last > g.first {
+                let what = if g.level == Level::Critical {
                     "blocked"
                 } else {
                     "warned"
                 };
                 writeln!(
                     out,
-                    "  #{}-#{b}  {} more calls {what} by {det} (count {lo}..{hi})",
-                    a + 1,
-                    b - a
+                    "  #{}-#{}  {} more calls {what} by {} (count {}..{})",
+                    g.first + 1,
+                    g.last,
+                    g.last - g.first,
+                    g.detector,
+                    g.lo,
+                    g.hi
                 )?;
             }
         }
         Ok(())
-    };
-    for c in verdicts {
-        if Some(c.index) == start {
-            flush(out, &mut ok_run)?;
-            end_group(out, &mut group)?;
-            writeln!(out, "  ---- the loop starts here (call #{}) ----", c.index)?;
-        }
+    }
+
+    fn line(&mut self, out: &mut dyn Write, c: &CallVerdict) -> io::Result<()> {
         let v = &c.verdict;
         if v.level == Level::Ok {
-            end_group(out, &mut group)?;
-            ok_run = match ok_run {
+            self.end_group(out)?;
+            self.ok_run = match self.ok_run {
                 Some((a, _)) => Some((a, c.index)),
                 None => Some((c.index, c.index)),
             };
-            continue;
+            return Ok(());
         }
-        flush(out, &mut ok_run)?;
+        self.flush_ok(out)?;
         let det = v.detector.map(|d| d.as_str()).unwrap_or("-");
         let count = v.count.unwrap_or(0);
-        if let Some(g) = group.as_mut() {
-            if g.0 == v.level && g.1 == det && g.3 + 1 == c.index && g.6 == v.terminate_run {
-                g.3 = c.index;
-                g.4 = g.4.min(count);
-                g.5 = g.5.max(count);
-                continue;
+        if let Some(g) = self.group.as_mut() {
+            if g.level == v.level
+                && g.detector == det
+                && g.last + 1 == c.index
+                && g.terminate == v.terminate_run
+            {
+                g.last = c.index;
+                g.lo = g.lo.min(count);
+                g.hi = g.hi.max(count);
+                return Ok(());
             }
         }
-        end_group(out, &mut group)?;
-        group = Some((
-            v.level,
-            det,
-            c.index,
-            c.index,
-            count,
-            count,
-            v.terminate_run,
-        ));
+        self.end_group(out)?;
+        self.group = Some(Group {
+            level: v.level,
+            detector: det,
+            first: c.index,
+            last: c.index,
+            lo: count,
+            hi: count,
+            terminate: v.terminate_run,
+        });
         let mark = if v.level == Level::Critical {
             "BLOCK"
         } else {
@@ -240,25 +324,108 @@ pub fn write_human(
         if let Some(fp) = &v.fingerprint {
             writeln!(out, "          fingerprint {fp}")?;
         }
+        Ok(())
     }
-    end_group(out, &mut group)?;
-    flush(out, &mut ok_run)?;
-    match summary.first_critical {
-        Some(at) => writeln!(
+
+    fn finish(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        while let Some(h) = self.held.pop_front() {
+            self.line(out, &h)?;
+        }
+        self.end_group(out)?;
+        self.flush_ok(out)
+    }
+}
+
+/// Where settled verdicts go: JSON lines or the human timeline, written as
+/// they come, with the totals kept on the way.
+pub struct Sink<'a, W: Write> {
+    out: &'a mut W,
+    json: bool,
+    summary: Summary,
+    timeline: Timeline,
+    started: bool,
+}
+
+impl<'a, W: Write> Sink<'a, W> {
+    /// A sink writing to `out` (`json`: JSON lines, else the human timeline).
+    pub fn new(out: &'a mut W, json: bool, profile: Profile, format: &'static str) -> Self {
+        Sink {
             out,
-            "result: LOOP - {} critical, {} warning; first blocked call #{at}{}",
-            summary.criticals,
-            summary.warnings,
-            summary
-                .terminate_at
-                .map(|t| format!(", run should end at #{t}"))
-                .unwrap_or_default()
-        ),
-        None => writeln!(
-            out,
-            "result: ok - no critical verdict ({} warning)",
-            summary.warnings
-        ),
+            json,
+            summary: Summary::empty(profile, format),
+            timeline: Timeline::new(),
+            started: false,
+        }
+    }
+
+    /// Writes one settled verdict.
+    pub fn push(&mut self, c: CallVerdict) -> io::Result<()> {
+        self.summary.add(&c);
+        if self.json {
+            return write_json_call(self.out, &c);
+        }
+        if !self.started {
+            self.started = true;
+            writeln!(
+                self.out,
+                "deloop check: {} format, profile {}",
+                self.summary.format, self.summary.profile
+            )?;
+        }
+        self.timeline.push(self.out, c)
+    }
+
+    /// Writes every verdict the replay has settled, in order.
+    pub fn drain(&mut self, replay: &mut Replay) -> io::Result<()> {
+        while let Some(c) = replay.pop_settled() {
+            self.push(c)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes what was written so far (before an error is reported).
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.json {
+            self.timeline.finish(self.out)?;
+        }
+        self.out.flush()
+    }
+
+    /// Ends the output (the rest of the timeline, or the summary line) and
+    /// returns the totals.
+    pub fn finish(mut self) -> io::Result<Summary> {
+        let s = &self.summary;
+        if self.json {
+            write_json_summary(self.out, s)?;
+        } else {
+            if !self.started {
+                writeln!(
+                    self.out,
+                    "deloop check: {} format, profile {}",
+                    s.format, s.profile
+                )?;
+            }
+            self.timeline.finish(self.out)?;
+            match s.first_critical {
+                Some(at) => writeln!(
+                    self.out,
+                    "result: LOOP - {} calls, {} critical, {} warning; first blocked call #{at}{}",
+                    s.calls,
+                    s.criticals,
+                    s.warnings,
+                    s.terminate_at
+                        .map(|t| format!(", run should end at #{t}"))
+                        .unwrap_or_default()
+                )?,
+                None => writeln!(
+                    self.out,
+                    "result: ok - {} calls, no critical verdict ({} warning)",
+                    s.calls, s.warnings
+                )?,
+            }
+        }
+        self.out.flush()?;
+        Ok(self.summary)
     }
 }
 

@@ -56,7 +56,7 @@ pub(crate) struct Done {
 /// One call in a scope's history.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
-    pub tool: Box<str>,
+    pub tool: std::sync::Arc<str>,
     pub call: Digest,
     /// The strict-protocol procedure digest (equivalent arguments collapse).
     pub procedure: Digest,
