@@ -181,6 +181,47 @@ fn stream_from_a_slow_writer_stops_early() {
     assert!(sent <= text.len());
 }
 
+/// `--stream --exact` holds back what a cut could still remove: fed in
+/// small pieces, the output is exactly the batch output, even though the
+/// loop started chunks before it was recognised.
+#[test]
+fn stream_exact_equals_batch_whatever_the_chunking() {
+    let intro: String = (0..200).map(|i| format!("palabra{i} ")).collect();
+    let text = format!("{intro}{}", looping());
+    let batch = deloop(&[], text.as_bytes());
+    assert_eq!(batch.status.code(), Some(3));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(["clamp", "--stream", "--exact"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    for piece in text.as_bytes().chunks(37) {
+        if pipe.write_all(piece).and_then(|_| pipe.flush()).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(pipe);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(batch.stdout).unwrap()
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("already written"), "{err}");
+    // Without a loop everything comes out.
+    let out = deloop(&["--stream", "--exact"], intro.as_bytes());
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, intro.as_bytes());
+    // --exact needs --stream.
+    let out = deloop(&["--exact"], b"x");
+    assert_eq!(out.status.code(), Some(2));
+}
+
 #[test]
 fn flags_override_the_config() {
     let dir = tempfile::tempdir().unwrap();

@@ -300,6 +300,29 @@ impl Engine {
         s.best()
     }
 
+    /// A byte offset no future cut can fall before: output up to here is
+    /// final whatever the stream brings next.
+    pub(crate) fn settled(&self) -> usize {
+        let need = match (&self.words, &self.sub) {
+            (Some(_), Some(_)) => self.words_min.max(self.substring_min),
+            (Some(_), None) => self.words_min,
+            (None, Some(_)) => self.substring_min,
+            (None, None) => 0,
+        };
+        if self.chars < need {
+            // A loop already seen fires once the text is long enough.
+            return 0;
+        }
+        let mut bound = self.pos;
+        if let Some(w) = &self.words {
+            bound = bound.min(w.settled());
+        }
+        if let Some(s) = &self.sub {
+            bound = bound.min(s.settled(&self.hist, self.hist_base, self.nonws_floor));
+        }
+        bound
+    }
+
     /// What fired at the end of the prefix where [`Engine::feed_str`]
     /// stopped.
     pub(crate) fn fired(&self) -> Option<&Candidate> {
@@ -549,6 +572,41 @@ mod tests {
                         );
                     }
                     (e, g) => prop_assert!(false, "reference {:?} vs stream {:?}", e, g),
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+        ))]
+
+        /// What the watcher calls settled is never cut later, and never
+        /// runs ahead of the input.
+        #[test]
+        fn settled_prefix_is_never_cut(text in long_text(), size in 1..300usize) {
+            for config in configs() {
+                let mut w = StreamWatcher::new(config.clone());
+                let mut seen = Vec::new();
+                let mut cut = None;
+                for chunk in text.as_bytes().chunks(size) {
+                    if let Some(c) = w.feed(chunk) {
+                        cut = Some(c);
+                        break;
+                    }
+                    let s = w.settled();
+                    prop_assert!(s <= w.position());
+                    prop_assert!(text.is_char_boundary(s));
+                    seen.push(s);
+                }
+                if cut.is_none() {
+                    cut = w.finish();
+                }
+                if let Some(c) = cut {
+                    for s in seen {
+                        prop_assert!(s <= c.keep_bytes, "settled {} > cut {}", s, c.keep_bytes);
+                    }
                 }
             }
         }

@@ -239,6 +239,8 @@ pub struct StreamWatcher {
     engine: Engine,
     pending: Vec<u8>,
     done: bool,
+    /// The cut's kept length, once there is one.
+    cut_keep: Option<usize>,
 }
 
 impl StreamWatcher {
@@ -250,12 +252,42 @@ impl StreamWatcher {
             engine,
             pending: Vec::with_capacity(4),
             done: false,
+            cut_keep: None,
         }
     }
 
     /// True once a cut was returned: further input is ignored.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// The length of the stream's prefix that is final: whatever comes
+    /// next, a cut will keep at least these bytes. A caller that must emit
+    /// exactly the guarded text holds back the bytes after it (at most a
+    /// few thousand in practice: the longest loop the guards look back
+    /// for, or an exempt repetition still going on).
+    ///
+    /// ```
+    /// use deloop_core::repetition::{ClampConfig, StreamWatcher};
+    /// let mut w = StreamWatcher::new(ClampConfig::default());
+    /// let intro: String = (0..300).map(|i| format!("word{i} ")).collect();
+    /// let text = format!("{intro}{}", "over and over again we go ".repeat(30));
+    /// let mut settled = 0;
+    /// for chunk in text.as_bytes().chunks(64) {
+    ///     if let Some(cut) = w.feed(chunk) {
+    ///         assert!(settled <= cut.keep_bytes);
+    ///         return;
+    ///     }
+    ///     settled = w.settled();
+    ///     assert!(settled <= w.position());
+    /// }
+    /// unreachable!("the loop is seen");
+    /// ```
+    pub fn settled(&self) -> usize {
+        match self.cut_keep {
+            Some(keep) => keep,
+            None => self.engine.settled(),
+        }
     }
 
     /// Bytes consumed so far.
@@ -372,6 +404,7 @@ impl StreamWatcher {
             report: report(cand, self.engine.pos),
         };
         self.done = true;
+        self.cut_keep = Some(cut.keep_bytes);
         Some(cut)
     }
 }

@@ -148,6 +148,29 @@ impl SubScan {
         self.margin + 64
     }
 
+    /// A byte offset no future cut of this detector can fall before.
+    /// Behind the filter and outside a region, a run not yet flagged
+    /// started less than the margin back, so the cut keeps at least the
+    /// text up to the last non-whitespace character before that; `buf`
+    /// (the stream from `base`, with the history) and `floor` (the end of
+    /// the last non-whitespace character before `base`) find it. In a
+    /// region, or with the filter off, the exact detector knows.
+    pub(crate) fn settled(&self, buf: &str, base: usize, floor: usize) -> usize {
+        if self.filter.is_none() || self.in_region {
+            return self.exact.settled_keep().min(self.done);
+        }
+        let start = self.done.saturating_sub(self.margin).max(base);
+        let mut at = start - base;
+        while !buf.is_char_boundary(at) {
+            at -= 1;
+        }
+        buf[..at]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !c.is_whitespace())
+            .map_or(floor, |(i, c)| base + i + c.len_utf8())
+    }
+
     /// True when the filter is bypassed for good.
     pub(crate) fn is_exact(&self) -> bool {
         self.filter.is_none()

@@ -73,6 +73,10 @@ pub(crate) struct Substring {
     /// For char `k`: end byte of the last non-whitespace char before it.
     nonws_before: Vec<usize>,
     mask: usize,
+    /// Characters back that a run below its threshold can start.
+    span: usize,
+    /// End of the last non-whitespace character before the restart.
+    restart_nonws: usize,
     last_nonws_end: usize,
     k: usize,
     pub(crate) best: Option<Candidate>,
@@ -107,6 +111,8 @@ impl Substring {
             starts: vec![0; cap],
             nonws_before: vec![0; cap],
             mask: cap - 1,
+            span: copies * max_unit + 1,
+            restart_nonws: 0,
             last_nonws_end: 0,
             k: 0,
             best: None,
@@ -117,11 +123,34 @@ impl Substring {
     /// keeping `best`. `last_nonws_end` is the end byte of the last
     /// non-whitespace character before the region.
     pub(crate) fn restart(&mut self, last_nonws_end: usize) {
+        self.restart_nonws = last_nonws_end;
         self.buf = [EMPTY; 2 * W];
         self.run = [0; W];
         self.info = [RunInfo::default(); W];
         self.last_nonws_end = last_nonws_end;
         self.k = 0;
+    }
+
+    /// A byte offset no cut found from now on can fall before. Runs going
+    /// on now start at most `span` characters back, unless they already
+    /// reached their threshold unaccepted (exempt; their cut is known),
+    /// and a cut keeps the text up to the last non-whitespace character
+    /// before the loop (or before its second copy), which only moves
+    /// forward.
+    pub(crate) fn settled_keep(&self) -> usize {
+        let k = self.k;
+        let mut bound = if k <= self.span {
+            self.restart_nonws
+        } else {
+            self.nonws_before[(k - self.span) & self.mask]
+        };
+        for l in 1..=W {
+            let i = W - l;
+            if self.run[i] >= self.thr[i] && !self.info[l - 1].accepted {
+                bound = bound.min(self.info[l - 1].keep);
+            }
+        }
+        bound
     }
 
     /// Feeds character `c` (of `len` bytes) found at byte offset `pos`.

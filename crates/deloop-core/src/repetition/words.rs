@@ -888,6 +888,40 @@ impl Words {
         }
     }
 
+    /// A byte offset no future cut of this detector can fall before:
+    /// every loop it may still report starts at token `j - reach` or
+    /// later, or belongs to a run going on now, and a cut keeps at least
+    /// the text before the loop's first token.
+    pub(crate) fn settled(&self) -> usize {
+        let reach = self.max_p.max((self.long_mult + 1) * self.long_max) + 1;
+        if self.j <= reach {
+            return 0;
+        }
+        let mut bound = self.tok(self.j - reach).prev_end;
+        for i in 0..self.max_p {
+            let r = self.run_len(i);
+            if r == 0 {
+                continue;
+            }
+            if r >= self.thr[i] as usize {
+                if !self.info[i].accepted {
+                    bound = bound.min(self.info[i].keep);
+                }
+            } else {
+                match self.j.checked_sub(r + i + 1) {
+                    Some(t) => bound = bound.min(self.tok(t).prev_end),
+                    None => return 0,
+                }
+            }
+        }
+        if let Some(lr) = &self.long {
+            if !lr.run.accepted {
+                bound = bound.min(lr.run.keep);
+            }
+        }
+        bound
+    }
+
     /// True when more text could still produce a loop starting before
     /// byte `start` (batch mode stops scanning once this is false).
     pub(crate) fn could_improve(&self, start: usize) -> bool {

@@ -29,9 +29,17 @@ pub struct Args {
     /// Copy the input to standard output as it arrives (flushed per chunk)
     /// and stop reading where the batch guard would first fire: the output
     /// ends at the cut plus the marker. Bytes of the loop written in
-    /// earlier chunks cannot be taken back; the cut offset goes to stderr.
+    /// earlier chunks cannot be taken back (use --exact); the cut offset
+    /// goes to stderr.
     #[arg(long)]
     pub stream: bool,
+    /// With --stream: hold back the bytes a later cut could still remove,
+    /// so the output is exactly the batch guard's output on what was read
+    /// (the healthy prefix, one copy of the unit, the marker). Output then
+    /// trails the input by the guards' look-back: a few hundred words, or
+    /// an exempt repetition (table, code) still going on.
+    #[arg(long, requires = "stream")]
+    pub exact: bool,
     /// The seed's exact rules (`clampRepetition` + `clampSubstringRepetition`):
     /// no long periods, no protections for tables/code/rules, tokens
     /// re-joined with spaces, substring cut before the loop and trimmed.
@@ -197,6 +205,8 @@ fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
     let mut utf8 = Utf8Check::default();
     let mut buf = vec![0u8; 8192];
     let mut written = 0usize;
+    // With --exact: bytes read but not yet written (from offset `written`).
+    let mut held: Vec<u8> = Vec::new();
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
@@ -207,6 +217,21 @@ fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
         let chunk = &buf[..n];
         if !args.lossy {
             utf8.feed(chunk).map_err(not_utf8)?;
+        }
+        if args.exact {
+            held.extend_from_slice(chunk);
+            if let Some(cut) = watcher.feed(chunk) {
+                return finish_cut(&mut stdout, &held, written, &cut);
+            }
+            let settled = watcher.settled().max(written);
+            let take = settled - written;
+            if take > 0 {
+                stdout.write_all(&held[..take])?;
+                stdout.flush()?;
+                held.drain(..take);
+                written = settled;
+            }
+            continue;
         }
         if let Some(cut) = watcher.feed(chunk) {
             return finish_cut(&mut stdout, chunk, written, &cut);
@@ -219,13 +244,15 @@ fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
         utf8.finish().map_err(not_utf8)?;
     }
     if let Some(cut) = watcher.finish() {
-        return finish_cut(&mut stdout, &[], written, &cut);
+        return finish_cut(&mut stdout, &held, written, &cut);
     }
+    stdout.write_all(&held)?;
+    stdout.flush()?;
     Ok(Exit::Ok)
 }
 
-/// Writes the part of the last chunk before the cut, the marker, and the
-/// note on stderr.
+/// Writes the part of the unwritten bytes (`chunk`, from offset
+/// `written`) before the cut, the marker, and the note on stderr.
 fn finish_cut(
     out: &mut impl Write,
     chunk: &[u8],
