@@ -1,12 +1,18 @@
 //! Criterion benchmarks for the `loops` guard:
 //! * `loops/decide/*`: one call judged + its outcome recorded, history full (30), small args;
 //! * `loops/hash/*`: canonical hashing of large results (throughput in bytes);
-//! * `loops/replay/*`: replay of an in-memory parsed transcript (throughput in events).
+//! * `loops/replay/*`: replay of an in-memory parsed transcript (throughput in events);
+//! * `loops/check/*`: the `deloop check --json` pipeline on events-format
+//!   text: each line parsed (envelope borrowed, `args`/`result` as JSON
+//!   values), replayed through a streaming [`Replay`], and its verdict
+//!   written as a JSON line (throughput in events; the CLI adds only file
+//!   reading and UTF-8 checks).
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use deloop_core::loops::hashing::{digest_value, Canon};
-use deloop_core::loops::replay::{Event, Replay};
-use deloop_core::loops::{Guard, LoopConfig, Outcome, OutcomeBody, Profile, ToolCall};
+use deloop_core::loops::replay::{CallVerdict, Event, Replay};
+use deloop_core::loops::{Guard, LoopConfig, Outcome, OutcomeBody, Profile, Scope, ToolCall};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::hint::black_box;
 
 fn small_args(i: usize) -> Value {
@@ -123,6 +129,158 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
+/// Events-format text of `events` small events: call/result pairs over 4
+/// runs (read, exec, grep, write and process polls), with a repeating
+/// failing `exec` block every 1000 calls.
+pub fn events_text(events: usize) -> String {
+    let tools = ["read", "exec", "grep", "write", "process"];
+    let mut s = String::with_capacity(events * 110);
+    for i in 0..events / 2 {
+        let run = i / 1000 % 4;
+        let mut tool = tools[i % 5];
+        let (args, result) = if (i / 40) % 25 == 3 {
+            tool = "exec";
+            (
+                r#"{"command":"make test"}"#.to_string(),
+                r#"{"content":[{"type":"text","text":"FAILED: 1 test"}],"details":{"status":"completed","exitCode":1}}"#.to_string(),
+            )
+        } else if tool == "exec" {
+            (
+                format!(r#"{{"command":"ls src/m{}"}}"#, i % 97),
+                format!(
+                    r#"{{"content":[{{"type":"text","text":"a.rs b.rs {}"}}],"details":{{"status":"completed","exitCode":0,"durationMs":{}}}}}"#,
+                    i % 7,
+                    i % 1000
+                ),
+            )
+        } else if tool == "process" {
+            (
+                format!(r#"{{"action":"poll","sessionId":"s{}"}}"#, i % 3),
+                format!(
+                    r#"{{"content":[{{"type":"text","text":"line {i}"}}],"details":{{"status":"running"}}}}"#
+                ),
+            )
+        } else {
+            (
+                format!(r#"{{"path":"/repo/src/f{}.rs","limit":100}}"#, i % 211),
+                format!(
+                    r#"{{"content":[{{"type":"text","text":"fn f{}() {{}}"}}]}}"#,
+                    i % 13
+                ),
+            )
+        };
+        s.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"{tool}\",\"args\":{args},\"run\":\"run{run}\"}}\n"
+        ));
+        s.push_str(&format!(
+            "{{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{result}}}\n"
+        ));
+    }
+    s
+}
+
+/// The envelope of one events line (as `deloop check` parses it).
+#[derive(serde::Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool: Option<Cow<'a, str>>,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(borrow, default)]
+    error: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    run: Option<Cow<'a, str>>,
+}
+
+/// One JSON line per verdict, written without `format!` as the CLI does.
+fn write_line(out: &mut Vec<u8>, v: &CallVerdict) {
+    let f = &v.verdict;
+    out.extend_from_slice(b"{\"index\":");
+    let mut n = v.index;
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b",\"tool\":");
+    serde_json::to_writer(&mut *out, &*v.tool).expect("Vec");
+    out.extend_from_slice(b",\"level\":\"");
+    out.extend_from_slice(f.level.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"detector\":");
+    serde_json::to_writer(&mut *out, &f.detector.map(|d| d.as_str())).expect("Vec");
+    out.extend_from_slice(b",\"count\":");
+    serde_json::to_writer(&mut *out, &f.count).expect("Vec");
+    out.extend_from_slice(b",\"message\":");
+    serde_json::to_writer(&mut *out, &f.message).expect("Vec");
+    out.extend_from_slice(b",\"fingerprint\":");
+    serde_json::to_writer(&mut *out, &f.fingerprint).expect("Vec");
+    out.extend_from_slice(b"}\n");
+}
+
+/// Replays events text the way `deloop check --json` does; returns the
+/// number of bytes written.
+pub fn check_pipeline(text: &str, profile: Profile) -> usize {
+    let mut r = Replay::streaming(Guard::new(profile, LoopConfig::default()));
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut written = 0;
+    for line in text.lines() {
+        let ev: Line<'_> = serde_json::from_str(line).expect("bench input is valid");
+        match &*ev.ty {
+            "call" => {
+                let args = ev.args.unwrap_or(Value::Null);
+                let mut call = ToolCall::new(ev.tool.as_deref().unwrap_or(""), &args);
+                call.call_id = ev.id.as_deref();
+                call.run_id = ev.run.as_deref();
+                r.push_call(&call);
+            }
+            "result" => {
+                let body = match (&ev.error, &ev.result) {
+                    (Some(e), _) => OutcomeBody::Error(e),
+                    (None, Some(v)) => OutcomeBody::Result(v),
+                    (None, None) => OutcomeBody::Result(&Value::Null),
+                };
+                r.push_result(ev.id.as_deref(), body).expect("ids match");
+            }
+            _ => r.push_compaction(&Scope::default()),
+        }
+        while let Some(v) = r.pop_settled() {
+            write_line(&mut out, &v);
+            if out.len() > 1 << 16 {
+                written += out.len();
+                out.clear();
+            }
+        }
+    }
+    r.finish();
+    written + out.len() + r.verdicts().len()
+}
+
+fn check(c: &mut Criterion) {
+    let mut g = c.benchmark_group("loops/check");
+    let events = 100_000;
+    let text = events_text(events);
+    g.throughput(Throughput::Elements(events as u64));
+    g.sample_size(10);
+    for profile in Profile::ALL {
+        g.bench_function(format!("100k-events/{profile}"), |b| {
+            b.iter(|| black_box(check_pipeline(&text, profile)))
+        });
+    }
+    g.finish();
+}
+
 /// On-CPU nanoseconds of this thread (Linux `schedstat`), to report CPU
 /// time next to criterion's wall-clock figures on a shared machine.
 fn thread_cpu_ns() -> Option<u64> {
@@ -182,8 +340,16 @@ fn cpu_time_report(_c: &mut Criterion) {
             "loops/cpu/{profile}: replay {:.0} events/s CPU time ({count} events)",
             count as f64 * 1e9 / ns as f64
         );
+        let text = events_text(200_000);
+        let t0 = thread_cpu_ns().unwrap_or(0);
+        black_box(check_pipeline(&text, profile));
+        let ns = thread_cpu_ns().unwrap_or(0) - t0;
+        eprintln!(
+            "loops/cpu/{profile}: check pipeline {:.0} events/s CPU time (200000 events)",
+            200_000f64 * 1e9 / ns as f64
+        );
     }
 }
 
-criterion_group!(benches, cpu_time_report, decide, hash, replay);
+criterion_group!(benches, cpu_time_report, decide, hash, replay, check);
 criterion_main!(benches);

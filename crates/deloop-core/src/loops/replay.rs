@@ -171,7 +171,43 @@ impl Slot {
 
 /// Calls waiting for a result under one id hash (usually one).
 #[derive(Debug, Default)]
-struct Waiters(VecDeque<usize>);
+struct Waiters {
+    /// The oldest (no allocation for the usual single waiter).
+    first: Option<usize>,
+    /// The others, oldest first.
+    rest: VecDeque<usize>,
+}
+
+impl Waiters {
+    fn push(&mut self, index: usize) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(index);
+        } else {
+            self.rest.push_back(index);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.first.into_iter().chain(self.rest.iter().copied())
+    }
+
+    /// Removes the `p`-th waiter (in [`Waiters::iter`] order).
+    fn remove(&mut self, p: usize) {
+        match (p, self.first) {
+            (0, Some(_)) => self.first = self.rest.pop_front(),
+            (p, Some(_)) => {
+                self.rest.remove(p - 1);
+            }
+            (p, None) => {
+                self.rest.remove(p);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rest.is_empty()
+    }
+}
 
 /// Interns short strings (tool, run and agent names) so that each call
 /// shares one allocation; the table is bounded (cleared when full).
@@ -335,11 +371,7 @@ impl Replay {
         let verdict = self.guard.on_call(call);
         let blocked = verdict.is_critical();
         if let Some(id) = call.call_id {
-            self.waiting
-                .entry(id_hash(id))
-                .or_default()
-                .0
-                .push_back(index);
+            self.waiting.entry(id_hash(id)).or_default().push(index);
         }
         let tool = self.names.get(call.tool);
         let run = call.run_id.map(|r| self.names.get(r));
@@ -403,10 +435,11 @@ impl Replay {
     fn unwait(&mut self, id: &str, index: usize) {
         let h = id_hash(id);
         if let Some(w) = self.waiting.get_mut(&h) {
-            if let Some(p) = w.0.iter().position(|&i| i == index) {
-                w.0.remove(p);
+            let found = w.iter().position(|i| i == index);
+            if let Some(p) = found {
+                w.remove(p);
             }
-            if w.0.is_empty() {
+            if w.is_empty() {
                 self.waiting.remove(&h);
             }
         }
@@ -416,7 +449,7 @@ impl Replay {
     fn find_waiting(&self, id: &str) -> Option<(u64, usize, usize)> {
         let h = id_hash(id);
         let w = self.waiting.get(&h)?;
-        w.0.iter().enumerate().find_map(|(p, &index)| {
+        w.iter().enumerate().find_map(|(p, index)| {
             (self.slot(index).id.as_deref() == Some(id)).then_some((h, p, index))
         })
     }
@@ -432,8 +465,8 @@ impl Replay {
             Some(i) => match self.find_waiting(i) {
                 Some((h, p, index)) => {
                     let w = self.waiting.get_mut(&h).expect("found above");
-                    w.0.remove(p);
-                    if w.0.is_empty() {
+                    w.remove(p);
+                    if w.is_empty() {
                         self.waiting.remove(&h);
                     }
                     index
