@@ -323,10 +323,10 @@ impl Words {
                 }
                 continue;
             }
-            if !self.build.active {
-                self.build.start_at(base + i);
-            }
             if self.track_partial && self.armed {
+                if !self.build.active {
+                    self.build.start_at(base + i);
+                }
                 // Each character may complete a loop: one at a time.
                 loop {
                     self.build.push_ascii(b[i]);
@@ -341,79 +341,63 @@ impl Words {
                 }
                 continue;
             }
-            // The run of ASCII token characters, eight bytes at a time,
-            // with the token's state in locals (the same steps as
-            // [`Build::push_ascii`]).
+            // The run of ASCII token characters, eight bytes at a time.
             let from = i;
-            let mut all = self.build.all;
-            let mut core = self.build.core;
-            let mut has_core = self.build.has_core;
-            let mut letters = 0u32;
-            loop {
-                if let Some(x) = b.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
-                    let x = u64::from_le_bytes(x);
-                    let stop = swar::stop(x);
-                    // b[i] is a token byte, so k >= 1.
-                    let k = if stop == 0 {
-                        8
+            if !self.build.active {
+                // A new token: read it whole in locals and, when white
+                // space ends it here, finish it without going through
+                // `Build`.
+                let mut all = KeyHasher::default();
+                let mut core = all;
+                let mut has_core = false;
+                let (end, letters) = scan_ascii(b, i, &mut all, &mut core, &mut has_core);
+                i = end;
+                if i < n && is_ascii_ws(b[i]) {
+                    let len = i - from;
+                    let plen = len.min(PREVIEW);
+                    let mut preview = [0u8; PREVIEW];
+                    preview[..plen].copy_from_slice(&b[from..from + plen]);
+                    let key = if self.ignore_punct && has_core {
+                        core.finish()
                     } else {
-                        (stop.trailing_zeros() / 8) as usize
+                        all.finish()
                     };
-                    let keep = if k == 8 {
-                        u64::MAX
-                    } else {
-                        (1u64 << (8 * k)) - 1
-                    };
-                    let t = x & keep;
-                    let lower = t | (swar::upper(t) >> 2);
-                    letters += swar::count(swar::lower_alpha(lower));
-                    let punct = swar::punct(t);
-                    if punct == 0 {
-                        all.push_word(lower, k);
-                        core = all;
-                        has_core = true;
-                    } else {
-                        let content = !punct & keep & swar::HI;
-                        if content == 0 {
-                            all.push_word(lower, k);
-                        } else {
-                            // Bytes up to the last one that is not
-                            // punctuation make the core.
-                            let c = ((63 - content.leading_zeros()) / 8) as usize + 1;
-                            let cm = if c == 8 {
-                                u64::MAX
-                            } else {
-                                (1u64 << (8 * c)) - 1
-                            };
-                            all.push_word(lower & cm, c);
-                            core = all;
-                            has_core = true;
-                            if c < k {
-                                all.push_word(lower >> (8 * c), k - c);
-                            }
-                        }
-                    }
-                    i += k;
-                    if k < 8 {
-                        break;
-                    }
-                    if i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
-                        break;
+                    self.finish_token(
+                        Fin {
+                            key,
+                            start: base + from,
+                            end: base + i,
+                            word: letters >= self.min_word_letters,
+                            folded_len: len as u64,
+                            preview,
+                            plen: plen as u8,
+                            ptrunc: len > PREVIEW,
+                        },
+                        lines,
+                    );
+                    i += 1;
+                    if self.stop_now(stop) {
+                        return Some(i);
                     }
                     continue;
                 }
-                let c = b[i];
-                letters += u32::from(c.is_ascii_alphabetic());
-                all.push_byte(c.to_ascii_lowercase());
-                if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
-                    core = all;
-                    has_core = true;
-                }
-                i += 1;
-                if i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
-                    break;
-                }
+                let t = &mut self.build;
+                t.start_at(base + from);
+                t.all = all;
+                t.core = core;
+                t.has_core = has_core;
+                t.letters = letters;
+                let take = (i - from).min(PREVIEW);
+                t.preview[..take].copy_from_slice(&b[from..from + take]);
+                t.plen = take as u8;
+                t.ptrunc = i - from > take;
+                continue;
             }
+            let mut all = self.build.all;
+            let mut core = self.build.core;
+            let mut has_core = self.build.has_core;
+            let (end, letters) = scan_ascii(b, i, &mut all, &mut core, &mut has_core);
+            i = end;
             let t = &mut self.build;
             t.all = all;
             t.core = core;
@@ -571,24 +555,41 @@ impl Words {
 
     fn finalize(&mut self, end: usize, lines: &mut LineCtx<'_>) {
         self.build.active = false;
+        let b = &self.build;
+        let fin = Fin {
+            key: b.key(self.ignore_punct),
+            start: b.start,
+            end,
+            word: b.letters >= self.min_word_letters,
+            folded_len: b.all.len(),
+            preview: b.preview,
+            plen: b.plen,
+            ptrunc: b.ptrunc,
+        };
+        self.finish_token(fin, lines);
+    }
+
+    /// Records a finished token and runs the detectors on it.
+    #[inline]
+    fn finish_token(&mut self, t: Fin, lines: &mut LineCtx<'_>) {
         self.partial = None;
-        let key = self.build.key(self.ignore_punct);
-        let word = self.build.letters >= self.min_word_letters;
-        let connector = self.is_connector(key, self.build.all.len());
+        let key = t.key;
+        let end = t.end;
+        let word = t.word;
+        let connector = self.is_connector(key, t.folded_len);
         let j = self.j;
         if j >= self.ring.len() && self.ring.len() < self.max_cap {
             self.grow_ring();
         }
-        let b = &self.build;
         self.ring[j & self.mask] = Tok {
             key,
-            start: b.start,
+            start: t.start,
             end,
             prev_end: self.last_end,
             connector,
-            preview: b.preview,
-            plen: b.plen,
-            ptrunc: b.ptrunc,
+            preview: t.preview,
+            plen: t.plen,
+            ptrunc: t.ptrunc,
         };
         self.last_end = end;
         if word {
@@ -954,6 +955,97 @@ impl Words {
     }
 }
 
+/// Reads the run of ASCII token bytes that starts at `b[i]` (a token
+/// byte) into the hashers, eight bytes at a time: the same steps as
+/// [`Build::push_ascii`] byte by byte. Returns where the run ends and the
+/// letters it holds.
+#[inline(always)]
+fn scan_ascii(
+    b: &[u8],
+    mut i: usize,
+    all: &mut KeyHasher,
+    core: &mut KeyHasher,
+    has_core: &mut bool,
+) -> (usize, u32) {
+    let n = b.len();
+    let mut letters = 0u32;
+    loop {
+        if let Some(x) = b.get(i..i + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+            let x = u64::from_le_bytes(x);
+            let stop = swar::stop(x);
+            // b[i] is a token byte, so k >= 1.
+            let k = if stop == 0 {
+                8
+            } else {
+                (stop.trailing_zeros() / 8) as usize
+            };
+            let keep = if k == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * k)) - 1
+            };
+            let t = x & keep;
+            let lower = t | (swar::upper(t) >> 2);
+            letters += swar::count(swar::lower_alpha(lower));
+            let punct = swar::punct(t);
+            if punct == 0 {
+                all.push_word(lower, k);
+                *core = *all;
+                *has_core = true;
+            } else {
+                let content = !punct & keep & swar::HI;
+                if content == 0 {
+                    all.push_word(lower, k);
+                } else {
+                    // Bytes up to the last one that is not punctuation
+                    // make the core.
+                    let c = ((63 - content.leading_zeros()) / 8) as usize + 1;
+                    let cm = if c == 8 {
+                        u64::MAX
+                    } else {
+                        (1u64 << (8 * c)) - 1
+                    };
+                    all.push_word(lower & cm, c);
+                    *core = *all;
+                    *has_core = true;
+                    if c < k {
+                        all.push_word(lower >> (8 * c), k - c);
+                    }
+                }
+            }
+            i += k;
+            if k < 8 || i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
+                return (i, letters);
+            }
+            continue;
+        }
+        let c = b[i];
+        letters += u32::from(c.is_ascii_alphabetic());
+        all.push_byte(c.to_ascii_lowercase());
+        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
+            *core = *all;
+            *has_core = true;
+        }
+        i += 1;
+        if i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
+            return (i, letters);
+        }
+    }
+}
+
+/// A finished token, as [`Words::finish_token`] takes it.
+struct Fin {
+    key: u64,
+    start: usize,
+    end: usize,
+    word: bool,
+    /// Bytes of its case fold (for the connector lookup).
+    folded_len: u64,
+    preview: [u8; PREVIEW],
+    plen: u8,
+    ptrunc: bool,
+}
+
 /// The connectors' keys in an open-addressing table (see
 /// `Words::connectors`).
 fn connector_table(connectors: &[String]) -> Vec<u64> {
@@ -1145,7 +1237,11 @@ mod tests {
                     (b.key, b.start, b.end, b.connector, b.plen, b.ptrunc),
                     "{text}"
                 );
-                assert_eq!(a.preview, b.preview, "{text}");
+                assert_eq!(
+                    a.preview[..a.plen as usize],
+                    b.preview[..b.plen as usize],
+                    "{text}"
+                );
             }
         }
     }
