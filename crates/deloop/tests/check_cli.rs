@@ -433,3 +433,61 @@ fn streams_a_large_events_input() {
     assert!(count("warning") > 0, "the repeated blocks should warn");
     assert_eq!(code == Some(3), count("critical") > 0);
 }
+
+/// The tolerant rule of the streaming replay: a call still waiting for its
+/// result 10,000 calls later is settled as it stands; its late result is
+/// ignored with a note, not reported as an unknown id.
+#[test]
+fn late_result_of_a_forgotten_call_is_tolerated() {
+    let mut text = String::from(
+        "{\"type\":\"call\",\"id\":\"slow\",\"tool\":\"exec\",\"args\":{\"command\":\"sleep 999\"}}\n",
+    );
+    for i in 0..10_000 {
+        text.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"read\",\"args\":{{\"path\":\"/f{i}\"}}}}\n\
+             {{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{i}\"}}]}}}}\n"
+        ));
+    }
+    text.push_str("{\"type\":\"result\",\"id\":\"slow\",\"result\":{\"content\":[]}}\n");
+    let out = deloop(&["check", "--json"], Some(text.as_bytes()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("1 late results were ignored"), "{err}");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 10_002);
+    assert_eq!(lines[0]["tool"], "exec");
+    assert_eq!(lines[0]["level"], "ok");
+    // A result for an id that never existed is still bad input.
+    text.push_str("{\"type\":\"result\",\"id\":\"nope\",\"result\":1}\n");
+    let out = deloop(&["check"], Some(text.as_bytes()));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 20003"));
+}
+
+/// The human timeline is written as it goes: a loop far into a long
+/// transcript still gets its start marked, and ok runs are collapsed.
+#[test]
+fn human_timeline_streams_and_marks_a_late_loop() {
+    let mut text = String::new();
+    for i in 0..5_000 {
+        text.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"read\",\"args\":{{\"path\":\"/f{i}\"}}}}\n\
+             {{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{i}\"}}]}}}}\n"
+        ));
+    }
+    for i in 5_000..5_030 {
+        text.push_str(&format!(
+            "{{\"type\":\"call\",\"id\":\"c{i}\",\"tool\":\"read\",\"args\":{{\"path\":\"/same\"}}}}\n\
+             {{\"type\":\"result\",\"id\":\"c{i}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"same\"}}]}}}}\n"
+        ));
+    }
+    let out = deloop(&["check", "--profile", "openclaw"], Some(text.as_bytes()));
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("#0-#4999  5000 calls ok"), "{text}");
+    assert!(
+        text.contains("---- the loop starts here (call #5000) ----"),
+        "{text}"
+    );
+    assert!(text.contains("result: LOOP - 5030 calls"), "{text}");
+}

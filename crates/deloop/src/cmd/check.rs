@@ -15,7 +15,15 @@
 //!
 //! Bad input (malformed JSON, missing fields, a result for an id no earlier
 //! call is waiting on) is an error naming the line (events) or the message
-//! (openai/anthropic), exit code 2.
+//! (openai/anthropic), exit code 2; what was already settled has been
+//! written by then.
+//!
+//! Output streams (JSON lines and the human timeline alike) through a
+//! streaming [`Replay`], so memory stays flat however long the transcript.
+//! Tolerant rule (the replay's): a call still waiting for its result
+//! [`DEFAULT_MAX_OPEN`] calls later is settled as it stands, and its late
+//! result is ignored with a note on standard error instead of being
+//! reported as an unknown id.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
