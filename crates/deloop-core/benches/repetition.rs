@@ -5,44 +5,13 @@
 //! `cargo bench -p deloop-core --bench repetition -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
-use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use deloop_core::repetition::{clamp, clamp_substring, clamp_words, ClampConfig, StreamWatcher};
 
-fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("DELOOP_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
-}
-
-/// Healthy prose: SciFact titles and abstracts, repeated document by
-/// document until `size` bytes (cut at a char boundary).
-fn prose(size: usize) -> String {
-    let path = shared_dir().join("data/scifact/corpus.jsonl");
-    let data = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}; set DELOOP_SHARED_DIR", path.display()));
-    let mut out = String::with_capacity(size + 4096);
-    'outer: loop {
-        for line in data.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).expect("json");
-            out.push_str(v["title"].as_str().unwrap_or(""));
-            out.push_str("\n\n");
-            out.push_str(v["text"].as_str().unwrap_or(""));
-            out.push_str("\n\n");
-            if out.len() >= size {
-                break 'outer;
-            }
-        }
-    }
-    let mut end = size.min(out.len());
-    while !out.is_char_boundary(end) {
-        end -= 1;
-    }
-    out.truncate(end);
-    out
-}
+#[path = "support/prose.rs"]
+mod support;
+use support::prose;
 
 /// Looping text: one tenth prose, then a 20-word sentence repeated.
 fn looping(size: usize) -> String {

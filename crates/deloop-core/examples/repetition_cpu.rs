@@ -1,11 +1,11 @@
 //! Throughput of the repetition guards in CPU time (not wall time), so the
 //! figure holds on a busy machine: `cargo run --release -p deloop-core
-//! --example repetition_cpu [MB] [words|substring|clamp|watcher] [RUNS]`. Reads the thread's CPU clock
+//! --example repetition_cpu [SIZE] [words|substring|clamp|watcher] [RUNS]`
+//! (SIZE in MiB, or KiB with a `k` suffix). Reads the thread's CPU clock
 //! (`CLOCK_THREAD_CPUTIME_ID`). Input: SciFact abstracts, as in the
 //! criterion bench.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 
 use deloop_core::repetition::{clamp, clamp_substring, clamp_words, ClampConfig, StreamWatcher};
 
@@ -21,33 +21,9 @@ fn cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn prose(size: usize) -> String {
-    let dir = std::env::var_os("DELOOP_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    let path = dir.join("data/scifact/corpus.jsonl");
-    let data = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}; set DELOOP_SHARED_DIR", path.display()));
-    let mut out = String::with_capacity(size + 4096);
-    'outer: loop {
-        for line in data.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).expect("json");
-            out.push_str(v["title"].as_str().unwrap_or(""));
-            out.push_str("\n\n");
-            out.push_str(v["text"].as_str().unwrap_or(""));
-            out.push_str("\n\n");
-            if out.len() >= size {
-                break 'outer;
-            }
-        }
-    }
-    let mut end = size.min(out.len());
-    while !out.is_char_boundary(end) {
-        end -= 1;
-    }
-    out.truncate(end);
-    out
-}
+#[path = "../benches/support/prose.rs"]
+mod support;
+use support::prose;
 
 /// Median MB/s (10^6 bytes per CPU second) over `runs` runs of `f`.
 fn measure(text: &str, runs: usize, f: impl Fn(&str)) -> f64 {
@@ -64,23 +40,24 @@ fn measure(text: &str, runs: usize, f: impl Fn(&str)) -> f64 {
 }
 
 fn main() {
-    let mb: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(8);
+    // Size: `8` is 8 MiB, `1k` is 1 KiB.
+    let size = std::env::args().nth(1).unwrap_or_else(|| "8".into());
+    let bytes = match size.strip_suffix('k') {
+        Some(k) => k.parse::<usize>().expect("size") << 10,
+        None => size.parse::<usize>().expect("size") << 20,
+    };
     let only = std::env::args().nth(2);
     let want = |name: &str| only.as_deref().is_none_or(|o| o == name);
-    let text = prose(mb << 20);
+    let text = prose(bytes);
     let config = ClampConfig::default();
-    let runs = 15;
+    let runs = std::env::args()
+        .nth(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(if bytes < 1 << 20 { 2001 } else { 15 });
     println!(
         "{} bytes of SciFact prose, median of {runs} runs, MB/s of CPU time",
         text.len()
     );
-    let runs = std::env::args()
-        .nth(3)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(if only.is_some() { 40 } else { runs });
     let skip = |_: &str| {};
     let words = measure(&text, runs, |t| {
         if !want("words") {
