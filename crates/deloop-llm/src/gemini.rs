@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ApiKey, RetryPolicy, DEFAULT_GEMINI_BASE_URL};
 use crate::guard::GuardedText;
-use crate::retry::{self, send, send_json, with_retries, CallCtx};
+use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
 use crate::sse::SseParser;
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
@@ -30,7 +30,7 @@ const REFUSAL_REASONS: &[&str] = &[
 
 /// What a model accepts, learnt from its 400 errors.
 #[derive(Debug, Clone, Copy)]
-struct Caps {
+pub(crate) struct Caps {
     system_instruction: bool,
     json_mode: bool,
 }
@@ -119,88 +119,6 @@ impl GeminiClient {
         map.insert(self.model.clone(), caps);
     }
 
-    /// After a 400, the capabilities to retry with, if the error names one
-    /// this request used and the model rejects.
-    fn fallback(&self, caps: Caps, req: &GenerateRequest, err: &LlmError) -> Option<Caps> {
-        let LlmError::Http {
-            status: 400,
-            message,
-        } = err
-        else {
-            return None;
-        };
-        let m = message.to_ascii_lowercase();
-        let mut next = caps;
-        if caps.system_instruction
-            && req.system.is_some()
-            && m.contains("developer instruction is not enabled")
-        {
-            next.system_instruction = false;
-        }
-        if caps.json_mode && req.json != JsonMode::None && m.contains("json mode is not enabled") {
-            next.json_mode = false;
-        }
-        let changed =
-            next.system_instruction != caps.system_instruction || next.json_mode != caps.json_mode;
-        if changed {
-            tracing::info!(model = %self.model, system_instruction = next.system_instruction,
-                json_mode = next.json_mode, "model rejected a feature; retrying without it");
-            self.set_caps(next);
-            Some(next)
-        } else {
-            None
-        }
-    }
-
-    fn body(&self, req: &GenerateRequest, caps: Caps) -> Value {
-        let prompt = fold_prompt(req, !caps.system_instruction, !caps.json_mode);
-        let mut gen = serde_json::Map::new();
-        if let Some(t) = req.temperature {
-            gen.insert("temperature".into(), json!(t));
-        }
-        if let Some(p) = req.top_p {
-            gen.insert("topP".into(), json!(p));
-        }
-        if let Some(k) = req.top_k {
-            gen.insert("topK".into(), json!(k));
-        }
-        if let Some(n) = req.max_output_tokens {
-            gen.insert("maxOutputTokens".into(), json!(n));
-        }
-        if caps.json_mode {
-            match &req.json {
-                JsonMode::None => {}
-                JsonMode::Object => {
-                    gen.insert("responseMimeType".into(), json!("application/json"));
-                }
-                JsonMode::Schema(schema) => {
-                    gen.insert("responseMimeType".into(), json!("application/json"));
-                    gen.insert("responseSchema".into(), schema.clone());
-                }
-            }
-        }
-        let mut body = json!({
-            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
-        });
-        if caps.system_instruction {
-            if let Some(system) = &req.system {
-                body["systemInstruction"] = json!({"parts": [{"text": system}]});
-            }
-        }
-        if !gen.is_empty() {
-            body["generationConfig"] = Value::Object(gen);
-        }
-        body
-    }
-
-    fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
-        let url = retry::join(&self.base_url, &format!("models/{}:{method}", self.model));
-        self.http
-            .post(url)
-            .header("x-goog-api-key", self.key.expose())
-            .json(body)
-    }
-
     /// One non-streamed generation (`generateContent`).
     pub async fn generate(
         &self,
@@ -209,24 +127,8 @@ impl GeminiClient {
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut caps = self.caps();
-        loop {
-            let body = self.body(req, caps);
-            let result = with_retries(&self.retry, &ctx, &mut attempts, || {
-                send_json(self.post("generateContent", &body))
-            })
-            .await;
-            match result {
-                Ok(v) => {
-                    let chunk = parse_response(&v)?;
-                    return self.finish_generation(chunk, attempts);
-                }
-                Err(e) => match self.fallback(caps, req, &e) {
-                    Some(next) => caps = next,
-                    None => return Err(self.redact(e)),
-                },
-            }
-        }
+        let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
+        self.finish_generation(parse_response(&v)?, attempts)
     }
 
     /// One streamed generation (`streamGenerateContent?alt=sse`), watched
@@ -243,21 +145,7 @@ impl GeminiClient {
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut caps = self.caps();
-        let mut resp = loop {
-            let body = self.body(req, caps);
-            let result = with_retries(&self.retry, &ctx, &mut attempts, || {
-                send(self.post("streamGenerateContent?alt=sse", &body))
-            })
-            .await;
-            match result {
-                Ok(resp) => break resp,
-                Err(e) => match self.fallback(caps, req, &e) {
-                    Some(next) => caps = next,
-                    None => return Err(self.redact(e)),
-                },
-            }
-        };
+        let mut resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
         let mut text = GuardedText::new(guard);
         let mut parser = SseParser::default();
         let mut last = Chunk::default();
@@ -342,8 +230,109 @@ impl GeminiClient {
             usage: chunk.usage,
         })
     }
+}
 
-    /// Removes the key from an error message, should a server echo it.
+impl FeatureFallback for GeminiClient {
+    type Features = Caps;
+
+    fn policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    fn features(&self, _req: &GenerateRequest) -> Caps {
+        self.caps()
+    }
+
+    /// After a 400, the capabilities to retry with, if the error names one
+    /// this request used and the model rejects.
+    fn fallback(&self, caps: Caps, req: &GenerateRequest, err: &LlmError) -> Option<Caps> {
+        let LlmError::Http {
+            status: 400,
+            message,
+        } = err
+        else {
+            return None;
+        };
+        let m = message.to_ascii_lowercase();
+        let mut next = caps;
+        if caps.system_instruction
+            && req.system.is_some()
+            && m.contains("developer instruction is not enabled")
+        {
+            next.system_instruction = false;
+        }
+        if caps.json_mode && req.json != JsonMode::None && m.contains("json mode is not enabled") {
+            next.json_mode = false;
+        }
+        let changed =
+            next.system_instruction != caps.system_instruction || next.json_mode != caps.json_mode;
+        if changed {
+            tracing::info!(model = %self.model, system_instruction = next.system_instruction,
+                json_mode = next.json_mode, "model rejected a feature; retrying without it");
+            self.set_caps(next);
+            Some(next)
+        } else {
+            None
+        }
+    }
+
+    /// The same body streamed or not (the endpoint differs).
+    fn body(&self, req: &GenerateRequest, caps: Caps, _stream: bool) -> Value {
+        let prompt = fold_prompt(req, !caps.system_instruction, !caps.json_mode);
+        let mut gen = serde_json::Map::new();
+        if let Some(t) = req.temperature {
+            gen.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = req.top_p {
+            gen.insert("topP".into(), json!(p));
+        }
+        if let Some(k) = req.top_k {
+            gen.insert("topK".into(), json!(k));
+        }
+        if let Some(n) = req.max_output_tokens {
+            gen.insert("maxOutputTokens".into(), json!(n));
+        }
+        if caps.json_mode {
+            match &req.json {
+                JsonMode::None => {}
+                JsonMode::Object => {
+                    gen.insert("responseMimeType".into(), json!("application/json"));
+                }
+                JsonMode::Schema(schema) => {
+                    gen.insert("responseMimeType".into(), json!("application/json"));
+                    gen.insert("responseSchema".into(), schema.clone());
+                }
+            }
+        }
+        let mut body = json!({
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+        });
+        if caps.system_instruction {
+            if let Some(system) = &req.system {
+                body["systemInstruction"] = json!({"parts": [{"text": system}]});
+            }
+        }
+        if !gen.is_empty() {
+            body["generationConfig"] = Value::Object(gen);
+        }
+        body
+    }
+
+    /// `generateContent`, or `streamGenerateContent?alt=sse`; the key goes
+    /// in the `x-goog-api-key` header only.
+    fn post(&self, body: &Value, stream: bool) -> reqwest::RequestBuilder {
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        let url = retry::join(&self.base_url, &format!("models/{}:{method}", self.model));
+        self.http
+            .post(url)
+            .header("x-goog-api-key", self.key.expose())
+            .json(body)
+    }
+
     fn redact(&self, err: LlmError) -> LlmError {
         crate::error::redact(err, self.key.expose())
     }
@@ -515,7 +504,7 @@ mod tests {
         req.json = JsonMode::Schema(json!({"type":"object"}));
         req.temperature = Some(1.0);
         req.top_k = Some(64);
-        let full = c.body(&req, Caps::default());
+        let full = c.body(&req, Caps::default(), false);
         assert_eq!(full["systemInstruction"]["parts"][0]["text"], "Be brief.");
         assert_eq!(
             full["generationConfig"]["responseMimeType"],
@@ -530,6 +519,7 @@ mod tests {
                 system_instruction: false,
                 json_mode: false,
             },
+            false,
         );
         assert!(bare.get("systemInstruction").is_none());
         assert!(bare["generationConfig"].get("responseMimeType").is_none());

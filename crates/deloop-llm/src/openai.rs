@@ -10,14 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ApiKey, RetryPolicy};
 use crate::guard::GuardedText;
-use crate::retry::{self, send, send_json, with_retries, CallCtx};
+use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
 use crate::sse::SseParser;
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
 
 /// How JSON output is requested, strongest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Format {
+pub(crate) enum Format {
     /// `response_format: {type: json_schema, ...}`.
     Schema,
     /// `response_format: {type: json_object}`.
@@ -95,99 +95,6 @@ impl OpenAiClient {
         &self.model
     }
 
-    /// The strongest format to try for this request, given what the model
-    /// is known to accept.
-    fn format(&self, req: &GenerateRequest) -> Format {
-        let wanted = match req.json {
-            JsonMode::None => return Format::Plain,
-            JsonMode::Object => Format::Object,
-            JsonMode::Schema(_) => Format::Schema,
-        };
-        let map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&self.model)
-            .copied()
-            .map_or(wanted, |known| wanted.max(known))
-    }
-
-    /// After an error, the weaker format to retry with, if the server
-    /// rejected `response_format`.
-    fn fallback(&self, format: Format, err: &LlmError) -> Option<Format> {
-        let LlmError::Http { status, message } = err else {
-            return None;
-        };
-        if !matches!(status, 400 | 422) {
-            return None;
-        }
-        let m = message.to_ascii_lowercase();
-        let about_format = [
-            "response_format",
-            "json_schema",
-            "json_object",
-            "response format",
-        ]
-        .iter()
-        .any(|k| m.contains(k));
-        let next = format.weaker().filter(|_| about_format)?;
-        tracing::info!(model = %self.model, ?next, "server rejected response_format; falling back");
-        let mut map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = map.entry(self.model.clone()).or_insert(next);
-        *entry = (*entry).max(next);
-        Some(next)
-    }
-
-    fn body(&self, req: &GenerateRequest, format: Format, stream: bool) -> Value {
-        let json_in_prompt = format == Format::Plain && req.json != JsonMode::None;
-        let mut messages = Vec::new();
-        if let Some(system) = &req.system {
-            messages.push(json!({"role": "system", "content": system}));
-        }
-        messages.push(json!({"role": "user", "content": fold_prompt(req, false, json_in_prompt)}));
-        let mut body = json!({"model": self.model, "messages": messages});
-        if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(p) = req.top_p {
-            body["top_p"] = json!(p);
-        }
-        if let Some(n) = req.max_output_tokens {
-            body["max_tokens"] = json!(n);
-        }
-        match (format, &req.json) {
-            (Format::Schema, JsonMode::Schema(schema)) => {
-                body["response_format"] = json!({
-                    "type": "json_schema",
-                    "json_schema": {"name": "answer", "schema": schema},
-                });
-            }
-            (Format::Schema | Format::Object, JsonMode::Schema(_) | JsonMode::Object) => {
-                body["response_format"] = json!({"type": "json_object"});
-            }
-            _ => {}
-        }
-        if stream {
-            body["stream"] = json!(true);
-        }
-        body
-    }
-
-    fn post(&self, body: &Value) -> reqwest::RequestBuilder {
-        let mut rb = self
-            .http
-            .post(retry::join(&self.base_url, "chat/completions"))
-            .json(body);
-        if let Some(key) = &self.key {
-            rb = rb.bearer_auth(key.expose());
-        }
-        rb
-    }
-
-    fn redact(&self, err: LlmError) -> LlmError {
-        match &self.key {
-            Some(k) => crate::error::redact(err, k.expose()),
-            None => err,
-        }
-    }
-
     /// One non-streamed chat completion.
     pub async fn generate(
         &self,
@@ -196,24 +103,8 @@ impl OpenAiClient {
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut format = self.format(req);
-        loop {
-            let body = self.body(req, format, false);
-            let result = with_retries(&self.retry, &ctx, &mut attempts, || {
-                send_json(self.post(&body))
-            })
-            .await;
-            match result {
-                Ok(v) => {
-                    let c = parse_completion(&v, false)?;
-                    return self.finish_generation(c, attempts);
-                }
-                Err(e) => match self.fallback(format, &e) {
-                    Some(next) => format = next,
-                    None => return Err(self.redact(e)),
-                },
-            }
-        }
+        let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
+        self.finish_generation(parse_completion(&v, false)?, attempts)
     }
 
     /// One streamed chat completion (`stream: true`, SSE ending at
@@ -228,19 +119,7 @@ impl OpenAiClient {
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut format = self.format(req);
-        let mut resp = loop {
-            let body = self.body(req, format, true);
-            let result =
-                with_retries(&self.retry, &ctx, &mut attempts, || send(self.post(&body))).await;
-            match result {
-                Ok(resp) => break resp,
-                Err(e) => match self.fallback(format, &e) {
-                    Some(next) => format = next,
-                    None => return Err(self.redact(e)),
-                },
-            }
-        };
+        let mut resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
         let mut text = GuardedText::new(guard);
         let mut parser = SseParser::default();
         let mut last = Completion::default();
@@ -326,6 +205,109 @@ impl OpenAiClient {
             attempts,
             usage: c.usage,
         })
+    }
+}
+
+impl FeatureFallback for OpenAiClient {
+    type Features = Format;
+
+    fn policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// The strongest format to try for this request, given what the model
+    /// is known to accept.
+    fn features(&self, req: &GenerateRequest) -> Format {
+        let wanted = match req.json {
+            JsonMode::None => return Format::Plain,
+            JsonMode::Object => Format::Object,
+            JsonMode::Schema(_) => Format::Schema,
+        };
+        let map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&self.model)
+            .copied()
+            .map_or(wanted, |known| wanted.max(known))
+    }
+
+    /// After an error, the weaker format to retry with, if the server
+    /// rejected `response_format`.
+    fn fallback(&self, format: Format, _req: &GenerateRequest, err: &LlmError) -> Option<Format> {
+        let LlmError::Http { status, message } = err else {
+            return None;
+        };
+        if !matches!(status, 400 | 422) {
+            return None;
+        }
+        let m = message.to_ascii_lowercase();
+        let about_format = [
+            "response_format",
+            "json_schema",
+            "json_object",
+            "response format",
+        ]
+        .iter()
+        .any(|k| m.contains(k));
+        let next = format.weaker().filter(|_| about_format)?;
+        tracing::info!(model = %self.model, ?next, "server rejected response_format; falling back");
+        let mut map = self.formats.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map.entry(self.model.clone()).or_insert(next);
+        *entry = (*entry).max(next);
+        Some(next)
+    }
+
+    fn body(&self, req: &GenerateRequest, format: Format, stream: bool) -> Value {
+        let json_in_prompt = format == Format::Plain && req.json != JsonMode::None;
+        let mut messages = Vec::new();
+        if let Some(system) = &req.system {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.push(json!({"role": "user", "content": fold_prompt(req, false, json_in_prompt)}));
+        let mut body = json!({"model": self.model, "messages": messages});
+        if let Some(t) = req.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(p) = req.top_p {
+            body["top_p"] = json!(p);
+        }
+        if let Some(n) = req.max_output_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        match (format, &req.json) {
+            (Format::Schema, JsonMode::Schema(schema)) => {
+                body["response_format"] = json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": schema},
+                });
+            }
+            (Format::Schema | Format::Object, JsonMode::Schema(_) | JsonMode::Object) => {
+                body["response_format"] = json!({"type": "json_object"});
+            }
+            _ => {}
+        }
+        if stream {
+            body["stream"] = json!(true);
+        }
+        body
+    }
+
+    /// `{base}/chat/completions` (streamed or not: the body says); the key,
+    /// if any, goes in the `Authorization: Bearer` header only.
+    fn post(&self, body: &Value, _stream: bool) -> reqwest::RequestBuilder {
+        let mut rb = self
+            .http
+            .post(retry::join(&self.base_url, "chat/completions"))
+            .json(body);
+        if let Some(key) = &self.key {
+            rb = rb.bearer_auth(key.expose());
+        }
+        rb
+    }
+
+    fn redact(&self, err: LlmError) -> LlmError {
+        match &self.key {
+            Some(k) => crate::error::redact(err, k.expose()),
+            None => err,
+        }
     }
 }
 
@@ -447,7 +429,7 @@ mod tests {
             .contains("JSON Schema"));
         let plain = GenerateRequest::new("Q");
         assert!(c
-            .body(&plain, c.format(&plain), false)
+            .body(&plain, c.features(&plain), false)
             .get("response_format")
             .is_none());
     }
@@ -455,19 +437,27 @@ mod tests {
     #[test]
     fn fallback_only_for_format_errors() {
         let c = client();
+        let q = GenerateRequest::new("Q");
         let e = |s: u16, m: &str| LlmError::Http {
             status: s,
             message: m.into(),
         };
-        assert_eq!(c.fallback(Format::Schema, &e(401, "response_format")), None);
         assert_eq!(
-            c.fallback(Format::Schema, &e(400, "max_tokens too big")),
+            c.fallback(Format::Schema, &q, &e(401, "response_format")),
             None
         );
-        assert_eq!(c.fallback(Format::Plain, &e(400, "response_format")), None);
+        assert_eq!(
+            c.fallback(Format::Schema, &q, &e(400, "max_tokens too big")),
+            None
+        );
+        assert_eq!(
+            c.fallback(Format::Plain, &q, &e(400, "response_format")),
+            None
+        );
         assert_eq!(
             c.fallback(
                 Format::Schema,
+                &q,
                 &e(400, "Unknown response_format type json_schema")
             ),
             Some(Format::Object)
@@ -475,7 +465,7 @@ mod tests {
         // Remembered: a schema request now starts at json_object.
         let mut req = GenerateRequest::new("Q");
         req.json = JsonMode::Schema(json!({}));
-        assert_eq!(c.format(&req), Format::Object);
+        assert_eq!(c.features(&req), Format::Object);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RetryPolicy;
 use crate::error::{transport, LlmError};
+use crate::types::GenerateRequest;
 
 /// Largest error body kept for the message (bytes).
 const ERROR_EXCERPT: usize = 400;
@@ -156,6 +157,83 @@ where
         }
         tracing::debug!(error = %failure.error, ?wait, retry, "retrying model call");
         ctx.guard(tokio::time::sleep(wait)).await?;
+    }
+}
+
+/// A generation client whose model may reject optional request features
+/// (Gemini's `systemInstruction` or JSON mode, OpenAI's `response_format`).
+/// [`send_with_fallback`] retries such a request with weaker features, and
+/// the client remembers per model what its model accepts.
+pub(crate) trait FeatureFallback {
+    /// The optional features one request uses.
+    type Features: Copy;
+
+    /// The retry policy of transient failures.
+    fn policy(&self) -> &RetryPolicy;
+
+    /// The strongest features to try for `req`, given what the model is
+    /// known to accept.
+    fn features(&self, req: &GenerateRequest) -> Self::Features;
+
+    /// After `err`, the weaker features to retry with (remembered for the
+    /// model), or `None` when `err` is not a rejection of a feature `used`.
+    fn fallback(
+        &self,
+        used: Self::Features,
+        req: &GenerateRequest,
+        err: &LlmError,
+    ) -> Option<Self::Features>;
+
+    /// The request body for `req` with `features` (`stream`: the streamed
+    /// variant of the call).
+    fn body(
+        &self,
+        req: &GenerateRequest,
+        features: Self::Features,
+        stream: bool,
+    ) -> serde_json::Value;
+
+    /// One HTTP request carrying `body` (`stream`: the streaming endpoint).
+    fn post(&self, body: &serde_json::Value, stream: bool) -> reqwest::RequestBuilder;
+
+    /// Removes the client's key from an error message, should a server echo
+    /// it.
+    fn redact(&self, err: LlmError) -> LlmError;
+}
+
+/// Sends `req` through `client` with `send` ([`send`] or [`send_json`]):
+/// transient failures are retried per the client's policy
+/// ([`with_retries`]), and a rejected feature makes the call start again
+/// with the weaker features [`FeatureFallback::fallback`] names, until the
+/// call succeeds or fails for good. `attempts` counts every HTTP attempt,
+/// fallbacks included. The final error is redacted.
+pub(crate) async fn send_with_fallback<C, T, S, Fut>(
+    client: &C,
+    req: &GenerateRequest,
+    ctx: &CallCtx<'_>,
+    attempts: &mut u32,
+    stream: bool,
+    send: S,
+) -> Result<T, LlmError>
+where
+    C: FeatureFallback,
+    S: Fn(reqwest::RequestBuilder) -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let mut features = client.features(req);
+    loop {
+        let body = client.body(req, features, stream);
+        let result = with_retries(client.policy(), ctx, attempts, || {
+            send(client.post(&body, stream))
+        })
+        .await;
+        match result {
+            Ok(v) => return Ok(v),
+            Err(e) => match client.fallback(features, req, &e) {
+                Some(next) => features = next,
+                None => return Err(client.redact(e)),
+            },
+        }
     }
 }
 
