@@ -9,9 +9,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ApiKey, RetryPolicy, DEFAULT_GEMINI_BASE_URL};
-use crate::guard::GuardedText;
+use crate::guard::{event_json, read_guarded, StreamChunk, Streamed};
 use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
-use crate::sse::SseParser;
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
 
@@ -141,69 +140,18 @@ impl GeminiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
         guard: Option<ClampConfig>,
-        mut on_delta: impl FnMut(&str),
+        on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
-        let mut text = GuardedText::new(guard);
-        let mut parser = SseParser::default();
-        let mut last = Chunk::default();
-        'read: loop {
-            let bytes = ctx
-                .guard(resp.chunk())
-                .await?
-                .map_err(crate::error::transport)?;
-            let events = match bytes {
-                Some(ref b) => parser.feed(b)?,
-                None => parser.finish()?.into_iter().collect(),
-            };
-            for data in events {
-                let v: Value = serde_json::from_str(&data).map_err(|e| {
-                    LlmError::Decode(format!(
-                        "stream event is not JSON ({e}): {}",
-                        retry::excerpt(data.as_bytes())
-                    ))
-                })?;
-                let chunk = parse_response(&v)?;
-                if let Some(reason) = refusal(&chunk) {
-                    return Err(LlmError::Refused { reason });
-                }
-                if text.len() > retry::MAX_BODY {
-                    return Err(LlmError::Decode(format!(
-                        "streamed answer longer than {} bytes",
-                        retry::MAX_BODY
-                    )));
-                }
-                if text.push(&chunk.text, &mut on_delta) {
-                    break 'read;
-                }
-                last.merge(chunk);
-            }
-            if bytes.is_none() {
-                break;
-            }
+        let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
+        let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
+            parse_response(&event_json(data)?).map(Some)
+        });
+        match read.await? {
+            Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
+            Streamed::Ended(last) => self.finish_generation(last, attempts),
         }
-        // Dropping the response closes the connection: a looping generation
-        // stops costing tokens here.
-        drop(resp);
-        text.finish();
-        let cut = text.is_cut();
-        let (answer, loop_cut, saved_chars) = text.into_parts();
-        if cut {
-            return Ok(Generation {
-                text: answer,
-                finish: FinishReason::LoopCut,
-                truncated: true,
-                model: self.model.clone(),
-                loop_cut,
-                saved_chars,
-                attempts,
-                usage: last.usage,
-            });
-        }
-        last.text = answer;
-        self.finish_generation(last, attempts)
     }
 
     fn finish_generation(&self, chunk: Chunk, attempts: u32) -> Result<Generation, LlmError> {
@@ -219,16 +167,14 @@ impl GeminiClient {
             Some(other) => FinishReason::Other(other.to_string()),
             None => FinishReason::Other("FINISH_REASON_UNSPECIFIED".to_string()),
         };
-        Ok(Generation {
-            text: chunk.text,
-            truncated: finish == FinishReason::MaxTokens,
+        let model = self.model.clone();
+        Ok(Generation::ended(
+            chunk.text,
             finish,
-            model: self.model.clone(),
-            loop_cut: None,
-            saved_chars: 0,
+            model,
             attempts,
-            usage: chunk.usage,
-        })
+            chunk.usage,
+        ))
     }
 }
 
@@ -348,7 +294,23 @@ struct Chunk {
     usage: Usage,
 }
 
-impl Chunk {
+impl StreamChunk for Chunk {
+    fn delta(&self) -> &str {
+        &self.text
+    }
+
+    fn refusal(&self) -> Option<String> {
+        refusal(self)
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn set_text(&mut self, text: String) {
+        self.text = text;
+    }
+
     fn merge(&mut self, other: Chunk) {
         self.candidates |= other.candidates;
         if other.finish.is_some() {

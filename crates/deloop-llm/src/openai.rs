@@ -9,9 +9,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ApiKey, RetryPolicy};
-use crate::guard::GuardedText;
+use crate::guard::{event_json, read_guarded, StreamChunk, Streamed};
 use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
-use crate::sse::SseParser;
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
 
@@ -115,74 +114,21 @@ impl OpenAiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
         guard: Option<ClampConfig>,
-        mut on_delta: impl FnMut(&str),
+        on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
         let ctx = CallCtx::new(req.timeout, cancel);
         let mut attempts = 0;
-        let mut resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
-        let mut text = GuardedText::new(guard);
-        let mut parser = SseParser::default();
-        let mut last = Completion::default();
-        let mut done = false;
-        'read: while !done {
-            let bytes = ctx
-                .guard(resp.chunk())
-                .await?
-                .map_err(crate::error::transport)?;
-            let events = match bytes {
-                Some(ref b) => parser.feed(b)?,
-                None => {
-                    done = true;
-                    parser.finish()?.into_iter().collect()
-                }
-            };
-            for data in events {
-                if data.trim() == "[DONE]" {
-                    done = true;
-                    break;
-                }
-                let v: Value = serde_json::from_str(&data).map_err(|e| {
-                    LlmError::Decode(format!(
-                        "stream event is not JSON ({e}): {}",
-                        retry::excerpt(data.as_bytes())
-                    ))
-                })?;
-                let c = parse_completion(&v, true)?;
-                if let Some(reason) = &c.refusal {
-                    return Err(LlmError::Refused {
-                        reason: reason.clone(),
-                    });
-                }
-                if text.len() > retry::MAX_BODY {
-                    return Err(LlmError::Decode(format!(
-                        "streamed answer longer than {} bytes",
-                        retry::MAX_BODY
-                    )));
-                }
-                if text.push(&c.text, &mut on_delta) {
-                    break 'read;
-                }
-                last.merge(c);
+        let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
+        let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
+            if data.trim() == "[DONE]" {
+                return Ok(None);
             }
+            parse_completion(&event_json(data)?, true).map(Some)
+        });
+        match read.await? {
+            Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
+            Streamed::Ended(last) => self.finish_generation(last, attempts),
         }
-        drop(resp);
-        text.finish();
-        let cut = text.is_cut();
-        let (answer, loop_cut, saved_chars) = text.into_parts();
-        if cut {
-            return Ok(Generation {
-                text: answer,
-                finish: FinishReason::LoopCut,
-                truncated: true,
-                model: self.model.clone(),
-                loop_cut,
-                saved_chars,
-                attempts,
-                usage: last.usage,
-            });
-        }
-        last.text = answer;
-        self.finish_generation(last, attempts)
     }
 
     fn finish_generation(&self, c: Completion, attempts: u32) -> Result<Generation, LlmError> {
@@ -195,16 +141,8 @@ impl OpenAiClient {
             Some(other) => FinishReason::Other(other.to_string()),
             None => FinishReason::Other("unspecified".to_string()),
         };
-        Ok(Generation {
-            text: c.text,
-            truncated: finish == FinishReason::MaxTokens,
-            finish,
-            model: self.model.clone(),
-            loop_cut: None,
-            saved_chars: 0,
-            attempts,
-            usage: c.usage,
-        })
+        let model = self.model.clone();
+        Ok(Generation::ended(c.text, finish, model, attempts, c.usage))
     }
 }
 
@@ -320,7 +258,23 @@ struct Completion {
     usage: Usage,
 }
 
-impl Completion {
+impl StreamChunk for Completion {
+    fn delta(&self) -> &str {
+        &self.text
+    }
+
+    fn refusal(&self) -> Option<String> {
+        self.refusal.clone()
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn set_text(&mut self, text: String) {
+        self.text = text;
+    }
+
     fn merge(&mut self, other: Completion) {
         if other.finish.is_some() {
             self.finish = other.finish;

@@ -109,6 +109,29 @@ pub struct Generation {
     pub usage: Usage,
 }
 
+impl Generation {
+    /// A generation that ran to the provider's own end: truncated only when
+    /// `finish` is [`FinishReason::MaxTokens`], no loop cut.
+    pub(crate) fn ended(
+        text: String,
+        finish: FinishReason,
+        model: String,
+        attempts: u32,
+        usage: Usage,
+    ) -> Generation {
+        Generation {
+            text,
+            truncated: finish == FinishReason::MaxTokens,
+            finish,
+            model,
+            loop_cut: None,
+            saved_chars: 0,
+            attempts,
+            usage,
+        }
+    }
+}
+
 /// The instruction appended to the prompt when JSON output cannot be
 /// requested through the API (Gemma without JSON mode, OpenAI-compatible
 /// servers without `response_format`).
