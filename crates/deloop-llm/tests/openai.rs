@@ -2,13 +2,15 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{eventually, fast_retry, Fake, Reply, BROKEN_INNER_QUOTE};
+use common::{
+    assert_request_dropped, assert_times_out, fast_retry, slow, stream_guarded, Fake, Reply,
+    BROKEN_INNER_QUOTE,
+};
 use deloop_llm::{
-    ApiKey, CancellationToken, ClampConfig, FinishReason, GenerateRequest, JsonMode, LlmClient,
-    LlmConfig, LlmError, OpenAiClient,
+    ApiKey, CancellationToken, FinishReason, GenerateRequest, JsonMode, LlmClient, LlmConfig,
+    LlmError, OpenAiClient,
 };
 use serde_json::{json, Value};
 
@@ -228,18 +230,9 @@ async fn length_finish_is_truncated_and_content_filter_is_a_refusal() {
 
 #[tokio::test]
 async fn slow_reply_times_out() {
-    let fake = Fake::start(vec![Reply::Slow(
-        Duration::from_secs(30),
-        Box::new(Reply::Json(200, completion("{}", "stop"))),
-    )])
-    .await;
-    let mut req = json_request();
-    req.timeout = Duration::from_millis(300);
-    let err = client(&fake, None)
-        .generate(&req, &CancellationToken::new())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LlmError::Timeout(_)), "{err:?}");
+    let fake = Fake::start(vec![slow(Reply::Json(200, completion("{}", "stop")))]).await;
+    let client = LlmClient::OpenAi(client(&fake, None));
+    assert_times_out(&client, &fake, json_request()).await;
 }
 
 #[tokio::test]
@@ -256,16 +249,7 @@ async fn stream_ends_at_done_even_if_the_connection_stays_open() {
     // The server never closes the stream: only `[DONE]` can end this call
     // before the deadline.
     req.timeout = Duration::from_secs(20);
-    let mut deltas = Vec::new();
-    let g = client(&fake, None)
-        .generate_stream(
-            &req,
-            &CancellationToken::new(),
-            Some(ClampConfig::default()),
-            |d| deltas.push(d.to_string()),
-        )
-        .await
-        .unwrap();
+    let (g, deltas) = stream_guarded(&LlmClient::OpenAi(client(&fake, None)), &req).await;
     assert_eq!(g.text, "{\"answer\": \"hola\"}");
     assert_eq!(deltas, vec!["{\"answer\":", " \"hola\"}"]);
     assert_eq!(g.finish, FinishReason::Stop);
@@ -285,24 +269,15 @@ async fn looping_stream_is_cut_and_the_request_dropped() {
         max,
     }])
     .await;
-    let g = client(&fake, None)
-        .generate_stream(
-            &json_request(),
-            &CancellationToken::new(),
-            Some(ClampConfig::default()),
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let c = LlmClient::OpenAi(client(&fake, None));
+    let (g, _) = stream_guarded(&c, &json_request()).await;
     assert_eq!(g.finish, FinishReason::LoopCut);
     assert!(g.loop_cut.is_some());
     assert!(g.saved_chars > 0);
     assert!(g
         .text
         .starts_with("{\"answer\": \"The supreme audit is the final review of the project."));
-    let probe = fake.probe();
-    assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst)).await);
-    assert!(probe.sent.load(Ordering::SeqCst) < max);
+    assert_request_dropped(&fake, max).await;
 }
 
 #[tokio::test]

@@ -14,6 +14,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use deloop_llm::{
+    CancellationToken, ClampConfig, GenerateRequest, Generation, LlmClient, LlmError,
+};
 use serde_json::Value;
 
 /// One scripted reply.
@@ -233,6 +236,59 @@ pub async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     cond()
+}
+
+/// `reply`, 30 s late: far beyond every test's timeout.
+pub fn slow(reply: Reply) -> Reply {
+    Reply::Slow(Duration::from_secs(30), Box::new(reply))
+}
+
+/// Runs `req` with a 300 ms timeout through `client`, whose server answers
+/// [`slow`]ly: the call must end in [`LlmError::Timeout`] after one request.
+pub async fn assert_times_out(client: &LlmClient, fake: &Fake, mut req: GenerateRequest) {
+    req.timeout = Duration::from_millis(300);
+    let err = client
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Timeout(_)), "{err:?}");
+    assert_eq!(fake.hits(), 1);
+}
+
+/// Streams `req` through `client` under the default loop guard, never
+/// cancelled; returns the generation and the deltas forwarded.
+pub async fn stream_guarded(
+    client: &LlmClient,
+    req: &GenerateRequest,
+) -> (Generation, Vec<String>) {
+    let mut deltas = Vec::new();
+    let g = client
+        .generate_stream(
+            req,
+            &CancellationToken::new(),
+            Some(ClampConfig::default()),
+            |d| deltas.push(d.to_string()),
+        )
+        .await
+        .unwrap();
+    (g, deltas)
+}
+
+/// Asserts that the client went away in the middle of the server's looping
+/// stream of `max` events (the request was dropped, not read to its end).
+pub async fn assert_request_dropped(fake: &Fake, max: usize) {
+    let probe = fake.probe();
+    assert!(
+        eventually(|| probe.dropped_early.load(Ordering::SeqCst)).await,
+        "the server never saw the client go away"
+    );
+    let sent = probe.sent.load(Ordering::SeqCst);
+    eprintln!("the server sent {sent} of {max} events before the client went away");
+    assert!(
+        sent < max,
+        "the server sent all {sent} events: the request was not cancelled"
+    );
+    assert!(!probe.completed.load(Ordering::SeqCst));
 }
 
 /// A retry policy with tiny delays for tests.
