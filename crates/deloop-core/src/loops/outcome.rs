@@ -29,6 +29,18 @@ use super::hashing::{
     HashWriter, Sink,
 };
 
+/// `m.get(key)` without hashing the key for the small objects tool results
+/// are made of (the workspace's `serde_json` map is an `IndexMap`, whose
+/// lookup runs SipHash); keys are unique, so the result is the same.
+#[inline]
+pub(crate) fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if m.len() <= 8 {
+        m.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        m.get(key)
+    }
+}
+
 /// What a call's arguments say about how its outcome is hashed; computed
 /// once when the call is seen, so outcomes need not carry the arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,7 +112,10 @@ pub(crate) fn classify_call(
     if poll_tools.iter().any(|t| t == tool) {
         return CallKind::PollTool;
     }
-    let action = args.get("action").and_then(Value::as_str);
+    let action = match args {
+        Value::Object(m) => field(m, "action").and_then(Value::as_str),
+        _ => None,
+    };
     if tool == "process" {
         if let Some(a) = action {
             if poll_actions.iter().any(|p| p == a) {
@@ -276,12 +291,12 @@ impl OutcomeHasher {
             return info;
         };
         let empty = Map::new();
-        let details = match obj.get("details") {
+        let details = match field(obj, "details") {
             Some(Value::Object(d)) => d,
             _ => &empty,
         };
-        if details.get("status").and_then(Value::as_str) == Some("blocked")
-            && details.get("deniedReason").and_then(Value::as_str) == Some("tool-loop")
+        if field(details, "status").and_then(Value::as_str) == Some("blocked")
+            && field(details, "deniedReason").and_then(Value::as_str) == Some("tool-loop")
         {
             info.veto = true;
             return info;
@@ -290,14 +305,14 @@ impl OutcomeHasher {
         if tool == "exec" {
             if let Some(h) = hash_exec(details, &text) {
                 info.hash = Some(h);
-                let status = details.get("status").and_then(Value::as_str);
-                let exit = details.get("exitCode").and_then(Value::as_f64);
-                let output: &str = match details.get("aggregated").and_then(Value::as_str) {
+                let status = field(details, "status").and_then(Value::as_str);
+                let exit = field(details, "exitCode").and_then(Value::as_f64);
+                let output: &str = match field(details, "aggregated").and_then(Value::as_str) {
                     Some(a) if !a.is_empty() => a,
                     _ => &text,
                 };
                 if let (Some("completed" | "failed"), Some(code)) = (status, exit) {
-                    let timed_out = details.get("timedOut") == Some(&Value::Bool(true));
+                    let timed_out = field(details, "timedOut") == Some(&Value::Bool(true));
                     let footer = format!("(Command exited with code {})", fmt_code(code));
                     if code.is_finite()
                         && code != 0.0
@@ -317,7 +332,7 @@ impl OutcomeHasher {
                 return info;
             }
         }
-        if tool == "write" && details.get("changed") == Some(&Value::Bool(false)) {
+        if tool == "write" && field(details, "changed") == Some(&Value::Bool(false)) {
             info.no_progress = true;
             info.hash = Some(digest_str("unchanged", Canon::Outcome).tagged("write"));
             return info;
@@ -330,7 +345,7 @@ impl OutcomeHasher {
                     write_json_string(&mut w, key);
                     write_value(
                         &mut w,
-                        details.get(key).unwrap_or(&Value::Null),
+                        field(details, key).unwrap_or(&Value::Null),
                         Canon::Outcome,
                         1,
                     );
@@ -353,7 +368,7 @@ impl OutcomeHasher {
                     write_json_string(&mut w, key);
                     write_value(
                         &mut w,
-                        details.get(key).unwrap_or(&Value::Null),
+                        field(details, key).unwrap_or(&Value::Null),
                         Canon::Outcome,
                         1,
                     );
@@ -407,16 +422,18 @@ fn fmt_code(code: f64) -> String {
 /// The `content` text blocks joined by newlines and trimmed (borrowed when
 /// there is a single text block).
 pub(crate) fn extract_text(obj: &Map<String, Value>) -> Cow<'_, str> {
-    let Some(Value::Array(items)) = obj.get("content") else {
+    let Some(Value::Array(items)) = field(obj, "content") else {
         return Cow::Borrowed("");
     };
-    let is_text = |item: &Value| matches!(item, Value::Object(m) if matches!((m.get("type"), m.get("text")), (Some(Value::String(_)), Some(Value::String(_)))));
+    let is_text = |item: &Value| matches!(item, Value::Object(m) if matches!((field(m, "type"), field(m, "text")), (Some(Value::String(_)), Some(Value::String(_)))));
     let mut texts = items.iter().filter(|i| is_text(i));
     match (texts.next(), texts.next()) {
         (None, _) => return Cow::Borrowed(""),
         (Some(one), None) => {
-            if let Some(Value::String(t)) = one.get("text") {
-                return Cow::Borrowed(t.trim());
+            if let Value::Object(m) = one {
+                if let Some(Value::String(t)) = field(m, "text") {
+                    return Cow::Borrowed(t.trim());
+                }
             }
         }
         _ => {}
@@ -425,7 +442,8 @@ pub(crate) fn extract_text(obj: &Map<String, Value>) -> Cow<'_, str> {
     let mut first = true;
     for item in items {
         if let Value::Object(m) = item {
-            if let (Some(Value::String(_)), Some(Value::String(t))) = (m.get("type"), m.get("text"))
+            if let (Some(Value::String(_)), Some(Value::String(t))) =
+                (field(m, "type"), field(m, "text"))
             {
                 if !first {
                     out.push('\n');
@@ -444,8 +462,8 @@ pub(crate) fn extract_text(obj: &Map<String, Value>) -> Cow<'_, str> {
 }
 
 fn hash_exec(details: &Map<String, Value>, text: &str) -> Option<Digest> {
-    let status = details.get("status")?.as_str()?;
-    let s = |k: &str| details.get(k).and_then(Value::as_str);
+    let status = field(details, "status")?.as_str()?;
+    let s = |k: &str| field(details, k).and_then(Value::as_str);
     let mut w = HashWriter::new();
     w.put(b"exec:");
     write_json_string(&mut w, status);
@@ -454,11 +472,11 @@ fn hash_exec(details: &Map<String, Value>, text: &str) -> Option<Digest> {
             write_json_string(&mut w, s("tail").unwrap_or(""));
         }
         "completed" | "failed" => {
-            match details.get("exitCode") {
+            match field(details, "exitCode") {
                 Some(n @ Value::Number(_)) => write_value(&mut w, n, Canon::Outcome, 1),
                 _ => w.put(b"null"),
             }
-            w.put(if details.get("timedOut") == Some(&Value::Bool(true)) {
+            w.put(if field(details, "timedOut") == Some(&Value::Bool(true)) {
                 b"T"
             } else {
                 b"F"
@@ -485,12 +503,12 @@ fn hash_exec(details: &Map<String, Value>, text: &str) -> Option<Digest> {
 }
 
 fn is_message_object(m: &Map<String, Value>) -> bool {
-    matches!(m.get("id"), Some(Value::String(_)))
-        && matches!(m.get("text"), Some(Value::String(_)))
-        && (matches!(m.get("direction"), Some(Value::String(_)))
-            || matches!(m.get("senderId"), Some(Value::String(_)))
-            || matches!(m.get("accountId"), Some(Value::String(_)))
-            || matches!(m.get("conversation"), Some(Value::Object(_))))
+    matches!(field(m, "id"), Some(Value::String(_)))
+        && matches!(field(m, "text"), Some(Value::String(_)))
+        && (matches!(field(m, "direction"), Some(Value::String(_)))
+            || matches!(field(m, "senderId"), Some(Value::String(_)))
+            || matches!(field(m, "accountId"), Some(Value::String(_)))
+            || matches!(field(m, "conversation"), Some(Value::Object(_))))
 }
 
 fn strip_send_ids(v: &Value, depth: usize) -> Value {
