@@ -218,6 +218,7 @@ impl Words {
         let need = (max_p + max_thr).max(4 * long_max) + 64;
         let cap = need.next_power_of_two();
         let h = &config.healthy;
+        let keys: Vec<u64> = w.connectors.iter().map(|c| key_str(c)).collect();
         let mut roll_pow = 1u64;
         for _ in 0..SHINGLE {
             roll_pow = roll_pow.wrapping_mul(ROLL);
@@ -245,8 +246,8 @@ impl Words {
                 .map(|c| super::fold::fold_len(c))
                 .max()
                 .unwrap_or(0),
-            connectors: connector_table(&w.connectors),
-            zero_connector: w.connectors.iter().any(|c| key_str(c) == 0),
+            connectors: connector_table(&keys),
+            zero_connector: keys.contains(&0),
             protect: h.enabled,
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
@@ -1048,11 +1049,10 @@ struct Fin {
 
 /// The connectors' keys in an open-addressing table (see
 /// `Words::connectors`).
-fn connector_table(connectors: &[String]) -> Vec<u64> {
-    let size = (connectors.len() * 4).next_power_of_two().max(64);
+fn connector_table(keys: &[u64]) -> Vec<u64> {
+    let size = (keys.len() * 4).next_power_of_two().max(64);
     let mut table = vec![0u64; size];
-    for c in connectors {
-        let key = key_str(c);
+    for &key in keys {
         if key == 0 {
             continue;
         }
