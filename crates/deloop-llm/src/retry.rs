@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -269,7 +269,7 @@ pub(crate) async fn send(req: reqwest::RequestBuilder) -> Result<reqwest::Respon
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after);
+        .and_then(|v| parse_retry_after(v, SystemTime::now()));
     let body = read_limited(resp, MAX_ERROR_BODY)
         .await
         .unwrap_or_else(|e| e.to_string().into_bytes());
@@ -295,11 +295,28 @@ pub(crate) async fn send_json(req: reqwest::RequestBuilder) -> Result<serde_json
     })
 }
 
-/// `Retry-After` in delta-seconds (integer or decimal). HTTP-date values are
-/// not parsed (the exponential backoff applies instead).
-pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
-    let secs: f64 = v.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+/// Longest server-requested wait kept before the policy's own cap (a day).
+const MAX_HINT: Duration = Duration::from_secs(86_400);
+
+/// `Retry-After` (RFC 9110 §10.2.3) as a wait from `now`: delta-seconds
+/// (an integer, or a decimal as some servers send), or an HTTP-date
+/// (IMF-fixdate such as `Wed, 21 Oct 2015 07:28:00 GMT`, or the obsolete
+/// RFC 850 and asctime forms recipients must accept), whose wait is the time
+/// left until it (zero once it has passed). At most a day; [`backoff`]
+/// caps it further at the policy's `max_server_delay_ms`. `None` for
+/// anything else.
+pub(crate) fn parse_retry_after(v: &str, now: SystemTime) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0)
+            .then(|| Duration::from_secs_f64(secs.min(MAX_HINT.as_secs_f64())));
+    }
+    let date = httpdate::parse_http_date(v).ok()?;
+    Some(
+        date.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_HINT),
+    )
 }
 
 /// A protobuf JSON duration such as `"1.5s"` or `"58s"`.
@@ -394,13 +411,78 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_values() {
-        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+    fn retry_after_delta_seconds() {
+        let now = SystemTime::now();
+        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
         assert_eq!(
-            parse_retry_after(" 0.25 "),
+            parse_retry_after(" 0.25 ", now),
             Some(Duration::from_millis(250))
         );
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("0", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("999999999", now), Some(MAX_HINT));
+        for bad in ["-1", "NaN", "inf", "", "soon", "1e400", "3 s"] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_http_dates() {
+        // RFC 9110's example date, 1445412480 s after the epoch.
+        let date = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        let before = date - Duration::from_millis(90_500);
+        let v = "Wed, 21 Oct 2015 07:28:00 GMT";
+        assert_eq!(
+            parse_retry_after(v, before),
+            Some(Duration::from_millis(90_500))
+        );
+        // The obsolete forms a recipient must accept (RFC 9110 §5.6.7).
+        for old in [
+            "Wednesday, 21-Oct-15 07:28:00 GMT",
+            "Wed Oct 21 07:28:00 2015",
+        ] {
+            assert_eq!(
+                parse_retry_after(old, before),
+                Some(Duration::from_millis(90_500)),
+                "{old}"
+            );
+        }
+        // A date already past means no wait.
+        assert_eq!(
+            parse_retry_after(v, date + Duration::from_secs(5)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after(v, date), Some(Duration::ZERO));
+        // A date years ahead is held to a day here (and to the policy's cap
+        // in `backoff`).
+        let far = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 10 * 365 * 86_400);
+        assert_eq!(parse_retry_after(v, far), Some(MAX_HINT));
+        // Strict: a wrong weekday, impossible fields, other zones, non-ASCII.
+        for bad in [
+            "Thu, 21 Oct 2015 07:28:00 GMT",
+            "Wed, 32 Oct 2015 07:28:00 GMT",
+            "Wed, 21 Oct 2015 24:28:00 GMT",
+            "Wed, 21 Oct 2015 07:28:00 PST",
+            "Wed, 21 Oct 2015 07:28 GMT",
+            "Wed, 21 Okt 2015 07:28:00 GMT",
+            "Wed, 21 Oct 2015 07:28:00 GMT trailing",
+            "Mié, 21 Oct 2015 07:28:00 GMT",
+        ] {
+            assert_eq!(parse_retry_after(bad, before), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn http_date_hints_are_capped_by_the_policy() {
+        let p = RetryPolicy {
+            max_attempts: 3,
+            base_delay_ms: 1,
+            max_delay_ms: 5,
+            max_server_delay_ms: 2000,
+        };
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 3600);
+        let hint = parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now);
+        assert_eq!(hint, Some(Duration::from_secs(3600)));
+        assert_eq!(backoff(&p, 1, hint), Duration::from_secs(2));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use common::{
     assert_request_dropped, assert_times_out, fast_retry, slow, stream_guarded, Fake, Reply,
@@ -213,38 +213,68 @@ async fn retry_delay_longer_than_the_deadline_is_honoured_not_shortened() {
     assert_eq!(fake.hits(), 1);
 }
 
+/// A 503 reply with this `Retry-After` header.
+fn overloaded(retry_after: &str) -> Reply {
+    Reply::JsonHeader(
+        503,
+        error(503, "UNAVAILABLE", "overloaded"),
+        "retry-after",
+        retry_after.into(),
+    )
+}
+
+/// Runs [`json_request`] with a 3 s timeout.
+async fn generate_within_3s(c: &GeminiClient) -> Result<Generation, LlmError> {
+    let mut req = json_request();
+    req.timeout = Duration::from_secs(3);
+    c.generate(&req, &CancellationToken::new()).await
+}
+
 #[tokio::test]
 async fn retry_after_header_is_honoured() {
+    let fake = Fake::start(vec![overloaded("30"), overloaded("0"), ok()]).await;
+    let c = client(&fake);
+    // Retry-After: 30 does not fit in 3 s: one attempt.
+    let err = generate_within_3s(&c).await.unwrap_err();
+    assert!(matches!(err, LlmError::Http { status: 503, .. }), "{err:?}");
+    assert_eq!(fake.hits(), 1);
+    // Retry-After: 0 then success: two attempts.
+    let g = generate_within_3s(&c).await.unwrap();
+    assert_eq!(g.attempts, 2);
+    assert_eq!(fake.hits(), 3);
+}
+
+#[tokio::test]
+async fn retry_after_http_date_is_honoured_and_capped() {
+    let in_an_hour = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
     let fake = Fake::start(vec![
-        Reply::JsonHeader(
-            503,
-            error(503, "UNAVAILABLE", "overloaded"),
-            "retry-after",
-            "30".into(),
-        ),
-        Reply::JsonHeader(
-            503,
-            error(503, "UNAVAILABLE", "overloaded"),
-            "retry-after",
-            "0".into(),
-        ),
+        overloaded(&in_an_hour),
+        overloaded("Wed, 21 Oct 2015 07:28:00 GMT"),
+        ok(),
+        overloaded(&in_an_hour),
         ok(),
     ])
     .await;
     let c = client(&fake);
-    let mut req = json_request();
-    req.timeout = Duration::from_secs(3);
-    // Retry-After: 30 does not fit in 3 s: one attempt.
-    let err = c
-        .generate(&req, &CancellationToken::new())
-        .await
-        .unwrap_err();
+    // An hour from now (capped at the policy's 60 s) does not fit in 3 s:
+    // one attempt. Were the date not understood, the client's own
+    // few-millisecond backoff would have retried.
+    let err = generate_within_3s(&c).await.unwrap_err();
     assert!(matches!(err, LlmError::Http { status: 503, .. }), "{err:?}");
     assert_eq!(fake.hits(), 1);
-    // Retry-After: 0 then success: two attempts.
-    let g = c.generate(&req, &CancellationToken::new()).await.unwrap();
+    // A date already past: retry at once, then success.
+    let g = generate_within_3s(&c).await.unwrap();
     assert_eq!(g.attempts, 2);
     assert_eq!(fake.hits(), 3);
+    // With `max_server_delay_ms` at 10 ms the hour is cut to 10 ms: the
+    // retry fits in the deadline.
+    let mut policy = fast_retry(4);
+    policy.max_server_delay_ms = 10;
+    let g = generate_within_3s(&client(&fake).retry_policy(policy))
+        .await
+        .unwrap();
+    assert_eq!(g.attempts, 2);
+    assert_eq!(fake.hits(), 5);
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use common::{
     assert_request_dropped, assert_times_out, fast_retry, slow, stream_guarded, Fake, Reply,
@@ -200,6 +200,31 @@ async fn rate_limit_with_retry_after_then_success() {
         .unwrap();
     assert_eq!(g.attempts, 3);
     assert_eq!(fake.hits(), 3);
+}
+
+#[tokio::test]
+async fn rate_limit_with_a_retry_after_http_date_waits_for_it() {
+    let in_an_hour = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
+    let fake = Fake::start(vec![
+        Reply::JsonHeader(
+            429,
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+            "retry-after",
+            in_an_hour,
+        ),
+        Reply::Json(200, completion("{}", "stop")),
+    ])
+    .await;
+    let mut req = json_request();
+    req.timeout = Duration::from_secs(3);
+    // The wait (an hour, capped at 60 s) passes the 3 s deadline: the 429
+    // comes back after one attempt instead of a quick retry.
+    let err = client(&fake, None)
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Http { status: 429, .. }), "{err:?}");
+    assert_eq!(fake.hits(), 1);
 }
 
 #[tokio::test]
