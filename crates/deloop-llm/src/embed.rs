@@ -165,7 +165,11 @@ impl EmbeddingClient {
     ) -> Result<Vec<Vec<f32>>, LlmError> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch_size) {
-            let ctx = CallCtx::new(self.timeout, cancel);
+            let key = match &self.api {
+                Api::Gemini { key } => Some(key.expose()),
+                Api::OpenAi { key } => key.as_ref().map(ApiKey::expose),
+            };
+            let ctx = CallCtx::new(self.timeout, cancel, key);
             let mut attempts = 0;
             let vectors = match &self.api {
                 Api::Gemini { key } => self.gemini_batch(batch, key, &ctx, &mut attempts).await,
@@ -174,11 +178,7 @@ impl EmbeddingClient {
                         .await
                 }
             };
-            let vectors = vectors.map_err(|e| match &self.api {
-                Api::Gemini { key } => crate::error::redact(e, key.expose()),
-                Api::OpenAi { key: Some(key) } => crate::error::redact(e, key.expose()),
-                Api::OpenAi { key: None } => e,
-            })?;
+            let vectors = vectors.map_err(|e| ctx.redact(e))?;
             if vectors.len() != batch.len() {
                 return Err(LlmError::Decode(format!(
                     "asked for {} embeddings, got {}",
@@ -211,12 +211,7 @@ impl EmbeddingClient {
         };
         let url = retry::join(&self.base_url, &format!("models/{}:{method}", self.model));
         let v = with_retries(&self.retry, ctx, attempts, || {
-            send_json(
-                self.http
-                    .post(&url)
-                    .header("x-goog-api-key", key.expose())
-                    .json(&body),
-            )
+            send_json(retry::google_key(self.http.post(&url), key.expose()).json(&body))
         })
         .await?;
         if batch.len() == 1 {

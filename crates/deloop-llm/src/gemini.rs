@@ -124,10 +124,12 @@ impl GeminiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel);
+        let ctx = CallCtx::new(req.timeout, cancel, Some(self.key.expose()));
         let mut attempts = 0;
         let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
-        self.finish_generation(parse_response(&v)?, attempts)
+        parse_response(&v)
+            .and_then(|chunk| self.finish_generation(chunk, attempts))
+            .map_err(|e| ctx.redact(e))
     }
 
     /// One streamed generation (`streamGenerateContent?alt=sse`), watched
@@ -142,15 +144,17 @@ impl GeminiClient {
         guard: Option<ClampConfig>,
         on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel);
+        let ctx = CallCtx::new(req.timeout, cancel, Some(self.key.expose()));
         let mut attempts = 0;
         let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
         let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
             parse_response(&event_json(data)?).map(Some)
         });
-        match read.await? {
+        match read.await.map_err(|e| ctx.redact(e))? {
             Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
-            Streamed::Ended(last) => self.finish_generation(last, attempts),
+            Streamed::Ended(last) => self
+                .finish_generation(last, attempts)
+                .map_err(|e| ctx.redact(e)),
         }
     }
 
@@ -273,14 +277,7 @@ impl FeatureFallback for GeminiClient {
             "generateContent"
         };
         let url = retry::join(&self.base_url, &format!("models/{}:{method}", self.model));
-        self.http
-            .post(url)
-            .header("x-goog-api-key", self.key.expose())
-            .json(body)
-    }
-
-    fn redact(&self, err: LlmError) -> LlmError {
-        crate::error::redact(err, self.key.expose())
+        retry::google_key(self.http.post(url), self.key.expose()).json(body)
     }
 }
 

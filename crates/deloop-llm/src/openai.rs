@@ -100,10 +100,12 @@ impl OpenAiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel);
+        let ctx = CallCtx::new(req.timeout, cancel, self.key.as_ref().map(ApiKey::expose));
         let mut attempts = 0;
         let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
-        self.finish_generation(parse_completion(&v, false)?, attempts)
+        parse_completion(&v, false)
+            .and_then(|c| self.finish_generation(c, attempts))
+            .map_err(|e| ctx.redact(e))
     }
 
     /// One streamed chat completion (`stream: true`, SSE ending at
@@ -116,7 +118,7 @@ impl OpenAiClient {
         guard: Option<ClampConfig>,
         on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel);
+        let ctx = CallCtx::new(req.timeout, cancel, self.key.as_ref().map(ApiKey::expose));
         let mut attempts = 0;
         let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
         let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
@@ -125,9 +127,11 @@ impl OpenAiClient {
             }
             parse_completion(&event_json(data)?, true).map(Some)
         });
-        match read.await? {
+        match read.await.map_err(|e| ctx.redact(e))? {
             Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
-            Streamed::Ended(last) => self.finish_generation(last, attempts),
+            Streamed::Ended(last) => self
+                .finish_generation(last, attempts)
+                .map_err(|e| ctx.redact(e)),
         }
     }
 
@@ -239,13 +243,6 @@ impl FeatureFallback for OpenAiClient {
             rb = rb.bearer_auth(key.expose());
         }
         rb
-    }
-
-    fn redact(&self, err: LlmError) -> LlmError {
-        match &self.key {
-            Some(k) => crate::error::redact(err, k.expose()),
-            None => err,
-        }
     }
 }
 

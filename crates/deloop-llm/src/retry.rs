@@ -45,6 +45,20 @@ pub(crate) fn http_client(base_url: &str) -> Result<reqwest::Client, LlmError> {
         .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))
 }
 
+/// Adds Google's `x-goog-api-key` header, marked sensitive so that no
+/// debug output of the request shows it (reqwest marks `bearer_auth` the
+/// same way). A key that is not a valid header value is passed on as is,
+/// and the request fails to build without echoing it.
+pub(crate) fn google_key(rb: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+    match reqwest::header::HeaderValue::from_str(key) {
+        Ok(mut value) => {
+            value.set_sensitive(true);
+            rb.header("x-goog-api-key", value)
+        }
+        Err(_) => rb.header("x-goog-api-key", key),
+    }
+}
+
 /// Joins an API root and a path with exactly one slash.
 pub(crate) fn join(base: &str, path: &str) -> String {
     format!(
@@ -54,19 +68,31 @@ pub(crate) fn join(base: &str, path: &str) -> String {
     )
 }
 
-/// One call's deadline and cancellation token.
+/// One call's deadline, cancellation token and API key (to keep it out of
+/// errors and logs).
 pub(crate) struct CallCtx<'a> {
     pub deadline: Instant,
     pub timeout: Duration,
     pub cancel: &'a CancellationToken,
+    key: Option<&'a str>,
 }
 
 impl<'a> CallCtx<'a> {
-    pub fn new(timeout: Duration, cancel: &'a CancellationToken) -> Self {
+    pub fn new(timeout: Duration, cancel: &'a CancellationToken, key: Option<&'a str>) -> Self {
         CallCtx {
             deadline: Instant::now() + timeout,
             timeout,
             cancel,
+            key,
+        }
+    }
+
+    /// Replaces the call's key by `<redacted>` in `err`, should a server
+    /// have echoed it.
+    pub fn redact(&self, err: LlmError) -> LlmError {
+        match self.key {
+            Some(key) => crate::error::redact(err, key),
+            None => err,
         }
     }
 
@@ -128,6 +154,8 @@ fn random_u64() -> u64 {
 
 /// Runs `attempt` until it succeeds, fails for good, runs out of attempts,
 /// or the deadline/cancel fires. `attempts` counts the HTTP attempts made.
+/// Errors are redacted ([`CallCtx::redact`]) before they are logged or
+/// returned.
 pub(crate) async fn with_retries<T, F, Fut>(
     policy: &RetryPolicy,
     ctx: &CallCtx<'_>,
@@ -146,16 +174,17 @@ where
             Ok(v) => return Ok(v),
             Err(f) => f,
         };
+        let error = ctx.redact(failure.error);
         retry += 1;
-        if !failure.error.is_retryable() || retry >= max {
-            return Err(failure.error);
+        if !error.is_retryable() || retry >= max {
+            return Err(error);
         }
         let wait = backoff(policy, retry, failure.retry_after);
         if Instant::now() + wait >= ctx.deadline {
             tracing::debug!(?wait, "retry wait would pass the deadline; giving up");
-            return Err(failure.error);
+            return Err(error);
         }
-        tracing::debug!(error = %failure.error, ?wait, retry, "retrying model call");
+        tracing::debug!(%error, ?wait, retry, "retrying model call");
         ctx.guard(tokio::time::sleep(wait)).await?;
     }
 }
@@ -195,10 +224,6 @@ pub(crate) trait FeatureFallback {
 
     /// One HTTP request carrying `body` (`stream`: the streaming endpoint).
     fn post(&self, body: &serde_json::Value, stream: bool) -> reqwest::RequestBuilder;
-
-    /// Removes the client's key from an error message, should a server echo
-    /// it.
-    fn redact(&self, err: LlmError) -> LlmError;
 }
 
 /// Sends `req` through `client` with `send` ([`send`] or [`send_json`]):
@@ -206,7 +231,7 @@ pub(crate) trait FeatureFallback {
 /// ([`with_retries`]), and a rejected feature makes the call start again
 /// with the weaker features [`FeatureFallback::fallback`] names, until the
 /// call succeeds or fails for good. `attempts` counts every HTTP attempt,
-/// fallbacks included. The final error is redacted.
+/// fallbacks included. Errors are redacted by [`with_retries`].
 pub(crate) async fn send_with_fallback<C, T, S, Fut>(
     client: &C,
     req: &GenerateRequest,
@@ -231,7 +256,7 @@ where
             Ok(v) => return Ok(v),
             Err(e) => match client.fallback(features, req, &e) {
                 Some(next) => features = next,
-                None => return Err(client.redact(e)),
+                None => return Err(e),
             },
         }
     }

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use common::{
-    assert_request_dropped, assert_times_out, fast_retry, slow, stream_guarded, Fake, Reply,
-    BROKEN_INNER_QUOTE, BROKEN_TRAILING_GARBAGE,
+    assert_request_dropped, assert_times_out, fast_retry, slow, stream_guarded, Fake, LogCapture,
+    Reply, BROKEN_INNER_QUOTE, BROKEN_TRAILING_GARBAGE,
 };
 use deloop_llm::{
     ApiKey, CancellationToken, FinishReason, GeminiClient, GenerateRequest, Generation, JsonMode,
@@ -490,6 +490,43 @@ async fn the_key_never_appears_in_errors() {
     assert!(!shown.contains(KEY), "{shown}");
     assert!(shown.contains("<redacted>"));
     assert!(!format!("{:?}", client(&fake)).contains(KEY));
+}
+
+#[tokio::test]
+async fn the_key_never_appears_in_logs_or_in_errors_from_a_200_body() {
+    let logs = LogCapture::default();
+    let _on = tracing::subscriber::set_default(logs.clone());
+    let echo = format!("API key {KEY} is over quota");
+    let fake = Fake::start(vec![
+        // Retried: the retry is logged with the error message.
+        Reply::Json(503, error(503, "UNAVAILABLE", &echo)),
+        // An error object inside a 200 reply, and one inside a stream.
+        Reply::Json(200, error(400, "INVALID_ARGUMENT", &echo)),
+        Reply::Sse(vec![error(400, "INVALID_ARGUMENT", &echo).to_string()]),
+    ])
+    .await;
+    let c = client(&fake);
+    let err = generate(&c).await.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, LlmError::Http { status: 400, .. }), "{shown}");
+    assert!(
+        !shown.contains(KEY) && shown.contains("<redacted>"),
+        "{shown}"
+    );
+    let err = c
+        .generate_stream(&json_request(), &CancellationToken::new(), None, |_| {})
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(
+        !shown.contains(KEY) && shown.contains("<redacted>"),
+        "{shown}"
+    );
+    let logged = logs.text();
+    assert!(logged.contains("retrying model call"), "{logged}");
+    assert!(logged.contains("<redacted>"), "{logged}");
+    assert!(!logged.contains(KEY), "{logged}");
+    assert_eq!(fake.hits(), 3);
 }
 
 #[tokio::test]

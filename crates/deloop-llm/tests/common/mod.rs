@@ -291,6 +291,48 @@ pub async fn assert_request_dropped(fake: &Fake, max: usize) {
     assert!(!probe.completed.load(Ordering::SeqCst));
 }
 
+/// Captures every `tracing` event (all levels) as `name=value` text, for
+/// tests that check what the clients log. Install it on the test's thread
+/// with `tracing::subscriber::set_default` (the default `#[tokio::test]`
+/// runtime polls on that thread).
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<String>>);
+
+impl LogCapture {
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+struct FieldText<'a>(&'a mut String);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{}={value:?} ", field.name());
+    }
+}
+
+impl tracing::Subscriber for LogCapture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut line = String::new();
+        event.record(&mut FieldText(&mut line));
+        line.push('\n');
+        self.0.lock().unwrap().push_str(&line);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 /// A retry policy with tiny delays for tests.
 pub fn fast_retry(max_attempts: u32) -> deloop_llm::RetryPolicy {
     deloop_llm::RetryPolicy {
