@@ -429,11 +429,9 @@ pub(crate) fn extract_text(obj: &Map<String, Value>) -> Cow<'_, str> {
     let mut texts = items.iter().filter(|i| is_text(i));
     match (texts.next(), texts.next()) {
         (None, _) => return Cow::Borrowed(""),
-        (Some(one), None) => {
-            if let Value::Object(m) = one {
-                if let Some(Value::String(t)) = field(m, "text") {
-                    return Cow::Borrowed(t.trim());
-                }
+        (Some(Value::Object(m)), None) => {
+            if let Some(Value::String(t)) = field(m, "text") {
+                return Cow::Borrowed(t.trim());
             }
         }
         _ => {}
