@@ -8,9 +8,10 @@ use deloop_core::repetition::ClampConfig;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::call::{self, Provider};
 use crate::config::{ApiKey, RetryPolicy, DEFAULT_GEMINI_BASE_URL};
-use crate::guard::{event_json, read_guarded, StreamChunk, Streamed};
-use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
+use crate::guard::{event_json, StreamChunk};
+use crate::retry::{self, FeatureFallback};
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
 
@@ -124,12 +125,7 @@ impl GeminiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel, Some(self.key.expose()));
-        let mut attempts = 0;
-        let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
-        parse_response(&v)
-            .and_then(|chunk| self.finish_generation(chunk, attempts))
-            .map_err(|e| ctx.redact(e))
+        call::generate(self, req, cancel).await
     }
 
     /// One streamed generation (`streamGenerateContent?alt=sse`), watched
@@ -144,41 +140,7 @@ impl GeminiClient {
         guard: Option<ClampConfig>,
         on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel, Some(self.key.expose()));
-        let mut attempts = 0;
-        let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
-        let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
-            parse_response(&event_json(data)?).map(Some)
-        });
-        match read.await.map_err(|e| ctx.redact(e))? {
-            Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
-            Streamed::Ended(last) => self
-                .finish_generation(last, attempts)
-                .map_err(|e| ctx.redact(e)),
-        }
-    }
-
-    fn finish_generation(&self, chunk: Chunk, attempts: u32) -> Result<Generation, LlmError> {
-        if let Some(reason) = refusal(&chunk) {
-            return Err(LlmError::Refused { reason });
-        }
-        if !chunk.candidates && chunk.finish.is_none() {
-            return Err(LlmError::Decode("the reply has no candidates".into()));
-        }
-        let finish = match chunk.finish.as_deref() {
-            Some("STOP") => FinishReason::Stop,
-            Some("MAX_TOKENS") => FinishReason::MaxTokens,
-            Some(other) => FinishReason::Other(other.to_string()),
-            None => FinishReason::Other("FINISH_REASON_UNSPECIFIED".to_string()),
-        };
-        let model = self.model.clone();
-        Ok(Generation::ended(
-            chunk.text,
-            finish,
-            model,
-            attempts,
-            chunk.usage,
-        ))
+        call::generate_stream(self, req, cancel, guard, on_delta).await
     }
 }
 
@@ -281,9 +243,52 @@ impl FeatureFallback for GeminiClient {
     }
 }
 
+impl Provider for GeminiClient {
+    type Chunk = Chunk;
+
+    fn key(&self) -> Option<&str> {
+        Some(self.key.expose())
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+
+    fn parse_reply(&self, reply: &Value) -> Result<Chunk, LlmError> {
+        parse_response(reply)
+    }
+
+    fn parse_event(&self, data: &str) -> Result<Option<Chunk>, LlmError> {
+        parse_response(&event_json(data)?).map(Some)
+    }
+
+    fn finish(&self, chunk: Chunk, attempts: u32) -> Result<Generation, LlmError> {
+        if let Some(reason) = refusal(&chunk) {
+            return Err(LlmError::Refused { reason });
+        }
+        if !chunk.candidates && chunk.finish.is_none() {
+            return Err(LlmError::Decode("the reply has no candidates".into()));
+        }
+        let finish = match chunk.finish.as_deref() {
+            Some("STOP") => FinishReason::Stop,
+            Some("MAX_TOKENS") => FinishReason::MaxTokens,
+            Some(other) => FinishReason::Other(other.to_string()),
+            None => FinishReason::Other("FINISH_REASON_UNSPECIFIED".to_string()),
+        };
+        let model = self.model.clone();
+        Ok(Generation::ended(
+            chunk.text,
+            finish,
+            model,
+            attempts,
+            chunk.usage,
+        ))
+    }
+}
+
 /// The useful parts of one `GenerateContentResponse` (or stream chunk).
 #[derive(Debug, Default)]
-struct Chunk {
+pub(crate) struct Chunk {
     text: String,
     candidates: bool,
     finish: Option<String>,

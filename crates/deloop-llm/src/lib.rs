@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod call;
 pub mod config;
 mod embed;
 mod error;

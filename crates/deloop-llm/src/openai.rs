@@ -8,9 +8,10 @@ use deloop_core::repetition::ClampConfig;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::call::{self, Provider};
 use crate::config::{ApiKey, RetryPolicy};
-use crate::guard::{event_json, read_guarded, StreamChunk, Streamed};
-use crate::retry::{self, send, send_json, send_with_fallback, CallCtx, FeatureFallback};
+use crate::guard::{event_json, StreamChunk};
+use crate::retry::{self, FeatureFallback};
 use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
 use crate::LlmError;
 
@@ -100,12 +101,7 @@ impl OpenAiClient {
         req: &GenerateRequest,
         cancel: &CancellationToken,
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel, self.key.as_ref().map(ApiKey::expose));
-        let mut attempts = 0;
-        let v = send_with_fallback(self, req, &ctx, &mut attempts, false, send_json).await?;
-        parse_completion(&v, false)
-            .and_then(|c| self.finish_generation(c, attempts))
-            .map_err(|e| ctx.redact(e))
+        call::generate(self, req, cancel).await
     }
 
     /// One streamed chat completion (`stream: true`, SSE ending at
@@ -118,35 +114,7 @@ impl OpenAiClient {
         guard: Option<ClampConfig>,
         on_delta: impl FnMut(&str),
     ) -> Result<Generation, LlmError> {
-        let ctx = CallCtx::new(req.timeout, cancel, self.key.as_ref().map(ApiKey::expose));
-        let mut attempts = 0;
-        let resp = send_with_fallback(self, req, &ctx, &mut attempts, true, send).await?;
-        let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
-            if data.trim() == "[DONE]" {
-                return Ok(None);
-            }
-            parse_completion(&event_json(data)?, true).map(Some)
-        });
-        match read.await.map_err(|e| ctx.redact(e))? {
-            Streamed::Cut(cut) => Ok(cut.into_generation(self.model.clone(), attempts)),
-            Streamed::Ended(last) => self
-                .finish_generation(last, attempts)
-                .map_err(|e| ctx.redact(e)),
-        }
-    }
-
-    fn finish_generation(&self, c: Completion, attempts: u32) -> Result<Generation, LlmError> {
-        if let Some(reason) = c.refusal {
-            return Err(LlmError::Refused { reason });
-        }
-        let finish = match c.finish.as_deref() {
-            Some("stop") | Some("eos") | Some("end_turn") => FinishReason::Stop,
-            Some("length") | Some("max_tokens") => FinishReason::MaxTokens,
-            Some(other) => FinishReason::Other(other.to_string()),
-            None => FinishReason::Other("unspecified".to_string()),
-        };
-        let model = self.model.clone();
-        Ok(Generation::ended(c.text, finish, model, attempts, c.usage))
+        call::generate_stream(self, req, cancel, guard, on_delta).await
     }
 }
 
@@ -246,9 +214,47 @@ impl FeatureFallback for OpenAiClient {
     }
 }
 
+impl Provider for OpenAiClient {
+    type Chunk = Completion;
+
+    fn key(&self) -> Option<&str> {
+        self.key.as_ref().map(ApiKey::expose)
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+
+    fn parse_reply(&self, reply: &Value) -> Result<Completion, LlmError> {
+        parse_completion(reply, false)
+    }
+
+    /// A chunk, or `None` at the `[DONE]` end marker.
+    fn parse_event(&self, data: &str) -> Result<Option<Completion>, LlmError> {
+        if data.trim() == "[DONE]" {
+            return Ok(None);
+        }
+        parse_completion(&event_json(data)?, true).map(Some)
+    }
+
+    fn finish(&self, c: Completion, attempts: u32) -> Result<Generation, LlmError> {
+        if let Some(reason) = c.refusal {
+            return Err(LlmError::Refused { reason });
+        }
+        let finish = match c.finish.as_deref() {
+            Some("stop") | Some("eos") | Some("end_turn") => FinishReason::Stop,
+            Some("length") | Some("max_tokens") => FinishReason::MaxTokens,
+            Some(other) => FinishReason::Other(other.to_string()),
+            None => FinishReason::Other("unspecified".to_string()),
+        };
+        let model = self.model.clone();
+        Ok(Generation::ended(c.text, finish, model, attempts, c.usage))
+    }
+}
+
 /// The useful parts of a completion or stream chunk.
 #[derive(Debug, Default)]
-struct Completion {
+pub(crate) struct Completion {
     text: String,
     finish: Option<String>,
     refusal: Option<String>,

@@ -1,0 +1,73 @@
+//! One generation call, written once for every provider: the request goes
+//! out through the retry and capability-fallback loop
+//! ([`send_with_fallback`]), the reply is read whole or as a stream under
+//! the loop guard ([`read_guarded`]), and every error that comes back has
+//! the key redacted.
+
+use deloop_core::repetition::ClampConfig;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::guard::{read_guarded, StreamChunk, Streamed};
+use crate::retry::{send, send_json, send_with_fallback, CallCtx, FeatureFallback};
+use crate::types::{GenerateRequest, Generation};
+use crate::LlmError;
+
+/// What a generation client adds to [`FeatureFallback`]: its key, its model
+/// and how to read its replies.
+pub(crate) trait Provider: FeatureFallback {
+    /// One parsed reply or stream event.
+    type Chunk: StreamChunk;
+
+    /// The API key, if any (kept out of errors and logs).
+    fn key(&self) -> Option<&str>;
+
+    /// The model id requests go to.
+    fn model_id(&self) -> &str;
+
+    /// Parses a whole (non-streamed) reply.
+    fn parse_reply(&self, reply: &Value) -> Result<Self::Chunk, LlmError>;
+
+    /// Parses one stream event's data; `None` for an end marker.
+    fn parse_event(&self, data: &str) -> Result<Option<Self::Chunk>, LlmError>;
+
+    /// The generation of a reply that ran to its own end (a refusal is an
+    /// error).
+    fn finish(&self, chunk: Self::Chunk, attempts: u32) -> Result<Generation, LlmError>;
+}
+
+/// One non-streamed generation through `provider`.
+pub(crate) async fn generate<P: Provider>(
+    provider: &P,
+    req: &GenerateRequest,
+    cancel: &CancellationToken,
+) -> Result<Generation, LlmError> {
+    let ctx = CallCtx::new(req.timeout, cancel, provider.key());
+    let mut attempts = 0;
+    let reply = send_with_fallback(provider, req, &ctx, &mut attempts, false, send_json).await?;
+    provider
+        .parse_reply(&reply)
+        .and_then(|chunk| provider.finish(chunk, attempts))
+        .map_err(|e| ctx.redact(e))
+}
+
+/// One streamed generation through `provider`, under the loop guard
+/// (`guard: None` turns it off); see [`crate::GeminiClient::generate_stream`].
+pub(crate) async fn generate_stream<P: Provider>(
+    provider: &P,
+    req: &GenerateRequest,
+    cancel: &CancellationToken,
+    guard: Option<ClampConfig>,
+    on_delta: impl FnMut(&str),
+) -> Result<Generation, LlmError> {
+    let ctx = CallCtx::new(req.timeout, cancel, provider.key());
+    let mut attempts = 0;
+    let resp = send_with_fallback(provider, req, &ctx, &mut attempts, true, send).await?;
+    let read = read_guarded(&ctx, resp, guard, on_delta, |data| {
+        provider.parse_event(data)
+    });
+    match read.await.map_err(|e| ctx.redact(e))? {
+        Streamed::Cut(cut) => Ok(cut.into_generation(provider.model_id().to_string(), attempts)),
+        Streamed::Ended(last) => provider.finish(last, attempts).map_err(|e| ctx.redact(e)),
+    }
+}
