@@ -54,7 +54,8 @@ pub enum Provider {
 /// Retried: HTTP 429, 500, 502, 503, 504 and connection errors. Never
 /// retried: any other status (400, 401, 403, 404...), refusals, decode
 /// errors. The wait before retry `n` (1-based) is the server's hint
-/// (Gemini `RetryInfo.retryDelay`, else `Retry-After`) capped at
+/// (Gemini `RetryInfo.retryDelay`, else `Retry-After` in seconds or as an
+/// HTTP-date) capped at
 /// `max_server_delay_ms`, or else `base_delay_ms * 2^(n-1)` capped at
 /// `max_delay_ms` with "equal jitter" (a uniformly random wait between half
 /// and all of that). A wait that would overrun the call's deadline is not
