@@ -20,6 +20,9 @@ use serde::Serialize;
 /// Calls the human timeline holds back before the first critical verdict.
 pub const LOOKBACK: usize = 1024;
 
+/// Distinct warning keys remembered beyond [`LOOKBACK`] (memory bound).
+const RELEASED_KEYS: usize = 4096;
+
 /// Totals over a transcript.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -149,8 +152,9 @@ pub fn write_json_summary(out: &mut impl Write, summary: &Summary) -> io::Result
 /// call the detector counted (an estimate for interleaved patterns), or the
 /// first earlier non-ok verdict of the same pattern. `held` are the calls
 /// before `at` still held back (at most [`LOOKBACK`]); the start is never
-/// placed before them.
-fn loop_start(held: &VecDeque<CallVerdict>, at: &CallVerdict) -> usize {
+/// placed before them, and is the oldest of them when the pattern already
+/// warned before them (`warned_earlier`).
+fn loop_start(held: &VecDeque<CallVerdict>, at: &CallVerdict, warned_earlier: bool) -> usize {
     let v = &at.verdict;
     let count = v.count.unwrap_or(0) as usize;
     let back = match v.detector.map(|d| d.as_str()) {
@@ -167,6 +171,9 @@ fn loop_start(held: &VecDeque<CallVerdict>, at: &CallVerdict) -> usize {
     let by_count = at.index.saturating_sub(back);
     let start = first_same.map_or(by_count, |f| f.min(by_count));
     let oldest = held.front().map_or(at.index, |c| c.index);
+    if warned_earlier {
+        return oldest;
+    }
     start.max(oldest)
 }
 
@@ -187,6 +194,8 @@ struct Group {
 struct Timeline {
     /// Calls held back until the first critical verdict (at most [`LOOKBACK`]).
     held: VecDeque<CallVerdict>,
+    /// Keys of non-ok verdicts written before the first critical one (capped).
+    released_keys: std::collections::HashSet<String>,
     seen_critical: bool,
     ok_run: Option<(usize, usize)>,
     group: Option<Group>,
@@ -196,6 +205,7 @@ impl Timeline {
     fn new() -> Self {
         Timeline {
             held: VecDeque::new(),
+            released_keys: std::collections::HashSet::new(),
             seen_critical: false,
             ok_run: None,
             group: None,
@@ -208,7 +218,12 @@ impl Timeline {
         }
         if c.verdict.level == Level::Critical {
             self.seen_critical = true;
-            let start = loop_start(&self.held, &c);
+            let earlier = c
+                .verdict
+                .key
+                .as_ref()
+                .is_some_and(|k| self.released_keys.contains(k));
+            let start = loop_start(&self.held, &c, earlier);
             while let Some(h) = self.held.pop_front() {
                 if h.index == start {
                     self.mark(out, start)?;
@@ -223,6 +238,11 @@ impl Timeline {
         self.held.push_back(c);
         if self.held.len() > LOOKBACK {
             if let Some(h) = self.held.pop_front() {
+                if let Some(k) = &h.verdict.key {
+                    if h.verdict.level != Level::Ok && self.released_keys.len() < RELEASED_KEYS {
+                        self.released_keys.insert(k.clone());
+                    }
+                }
                 self.line(out, &h)?;
             }
         }
@@ -436,5 +456,131 @@ fn truncate(s: &str, n: usize) -> String {
         let mut t: String = s.chars().take(n - 1).collect();
         t.push('~');
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deloop_core::loops::{Detector, Verdict};
+
+    fn cv(index: usize, level: Level, key: &str, count: u32) -> CallVerdict {
+        let mut verdict = Verdict::ok();
+        if level != Level::Ok {
+            verdict.level = level;
+            verdict.detector = Some(Detector::GenericRepeat);
+            verdict.count = Some(count);
+            verdict.key = Some(key.into());
+            verdict.message = "m".into();
+        }
+        CallVerdict {
+            index,
+            tool: std::sync::Arc::from("read"),
+            verdict,
+            from_outcome: false,
+        }
+    }
+
+    fn timeline(verdicts: Vec<CallVerdict>) -> String {
+        let mut out = Vec::new();
+        let mut sink = Sink::new(&mut out, false, Profile::Default, "events");
+        for c in verdicts {
+            sink.push(c).unwrap();
+        }
+        sink.finish().unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The loop-start mark: by the detector's count, or the first earlier
+    /// warning of the same pattern; beyond the lookback, the oldest call
+    /// still held.
+    #[test]
+    fn loop_start_mark() {
+        let mut v: Vec<_> = (0..50).map(|i| cv(i, Level::Ok, "", 0)).collect();
+        v.push(cv(50, Level::Critical, "k", 20));
+        assert!(timeline(v).contains("loop starts here (call #30)"));
+
+        let mut v: Vec<_> = (0..50).map(|i| cv(i, Level::Ok, "", 0)).collect();
+        v[10] = cv(10, Level::Warning, "k", 10);
+        v.push(cv(50, Level::Critical, "k", 20));
+        assert!(timeline(v).contains("loop starts here (call #10)"));
+
+        let n = LOOKBACK + 500;
+        let mut v: Vec<_> = (0..n).map(|i| cv(i, Level::Ok, "", 0)).collect();
+        v[3] = cv(3, Level::Warning, "k", 10);
+        v.push(cv(n, Level::Critical, "k", 20));
+        let text = timeline(v);
+        let oldest = n - LOOKBACK;
+        assert!(
+            text.contains(&format!("loop starts here (call #{oldest})")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("result: LOOP - {} calls", n + 1)));
+    }
+
+    /// The hand-written JSON line is byte for byte what `serde_json`
+    /// writes for the same fields, whatever the strings hold.
+    #[test]
+    fn json_line_matches_serde_json() {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            index: usize,
+            tool: &'a str,
+            level: &'static str,
+            detector: Option<&'static str>,
+            count: Option<u32>,
+            message: &'a str,
+            fingerprint: Option<&'a str>,
+        }
+        let strings = [
+            "",
+            "read",
+            "quote \" backslash \\ slash /",
+            "new\nline\ttab\rcr\u{8}\u{c}",
+            "ctrl \u{0}\u{1}\u{1f} del \u{7f}",
+            "ünïcödé ☃ 𝄞",
+            "\u{2028}\u{2029}",
+        ];
+        for (i, s) in strings.iter().enumerate() {
+            for critical in [false, true] {
+                let verdict = if critical {
+                    Verdict {
+                        level: Level::Critical,
+                        detector: Some(Detector::PingPong),
+                        count: Some(u32::MAX),
+                        message: s.to_string(),
+                        fingerprint: Some(format!("AGENT::{s}")),
+                        key: None,
+                        terminate_run: true,
+                    }
+                } else {
+                    Verdict::ok()
+                };
+                let c = CallVerdict {
+                    index: usize::MAX - i,
+                    tool: std::sync::Arc::from(*s),
+                    verdict,
+                    from_outcome: false,
+                };
+                let mut ours = Vec::new();
+                write_json_call(&mut ours, &c).unwrap();
+                let v = &c.verdict;
+                let mut theirs = serde_json::to_vec(&Line {
+                    index: c.index,
+                    tool: &c.tool,
+                    level: v.level.as_str(),
+                    detector: v.detector.map(|d| d.as_str()),
+                    count: v.count,
+                    message: &v.message,
+                    fingerprint: v.fingerprint.as_deref(),
+                })
+                .unwrap();
+                theirs.push(b'\n');
+                assert_eq!(
+                    String::from_utf8(ours).unwrap(),
+                    String::from_utf8(theirs).unwrap()
+                );
+            }
+        }
     }
 }
