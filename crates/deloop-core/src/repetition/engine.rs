@@ -515,6 +515,20 @@ mod tests {
             1 => prop::sample::select(vec!["\n```\n", "\n| a | a | a |\n", "\n", "          ", "\n\t~~~ ", "----------------------"])
                 .prop_map(|s| s.to_string()),
             1 => (1..40usize).prop_map(|n| "word ".repeat(n)),
+            // Long periods: a sentence of 14..45 distinct words, 1..5 times.
+            1 => (14..45usize, any::<u16>(), 1..5usize, 0..3usize).prop_map(|(n, seed, times, tail)| {
+                // Some units end in connectors, or are nothing else, so a
+                // cut can fall back to the first copy's start.
+                let connectors = crate::repetition::DEFAULT_CONNECTORS;
+                let sentence: String = (0..n)
+                    .map(|i| match tail {
+                        1 if i + 4 >= n => format!("{} ", connectors[i % connectors.len()]),
+                        2 => format!("{} ", connectors[i % connectors.len()]),
+                        _ => format!("w{}x{i} ", seed % 7),
+                    })
+                    .collect();
+                sentence.repeat(times)
+            }),
         ];
         prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
     }
@@ -522,7 +536,18 @@ mod tests {
     fn configs() -> Vec<ClampConfig> {
         let mut long = ClampConfig::default();
         long.words.long_max_period = 40;
-        vec![ClampConfig::default(), ClampConfig::seed_compat(), long]
+        // Each guard alone, so neither one's bounds hide the other's.
+        let mut words_only = long.clone();
+        words_only.substring.enabled = false;
+        let mut substring_only = ClampConfig::default();
+        substring_only.words.enabled = false;
+        vec![
+            ClampConfig::default(),
+            ClampConfig::seed_compat(),
+            long,
+            words_only,
+            substring_only,
+        ]
     }
 
     proptest! {
@@ -609,6 +634,38 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A long unit made only of connectors is cut back to its first
+    /// copy's start: before the shingles adopt its period, only the run
+    /// going on at that distance says how far back the cut can fall.
+    #[test]
+    fn settled_accounts_for_long_runs_not_yet_adopted() {
+        let mut config = ClampConfig::default();
+        config.words.long_max_period = 40;
+        // The substring guard's margin would hide the word guard's bound.
+        config.substring.enabled = false;
+        let connectors = crate::repetition::DEFAULT_CONNECTORS;
+        let unit: String = (0..38).map(|i| format!("{} ", connectors[i])).collect();
+        let intro: String = (0..60).map(|i| format!("w{i} ")).collect();
+        let text = format!("{intro}{}", unit.repeat(4));
+        let mut w = StreamWatcher::new(config);
+        let mut seen = Vec::new();
+        let mut cut = None;
+        for b in text.as_bytes().chunks(1) {
+            if let Some(c) = w.feed(b) {
+                cut = Some(c);
+                break;
+            }
+            seen.push(w.settled());
+        }
+        let cut = cut
+            .or_else(|| w.finish())
+            .expect("the connector loop is cut");
+        assert_eq!(cut.report.period, 38);
+        for s in seen {
+            assert!(s <= cut.keep_bytes, "settled {s} > cut {}", cut.keep_bytes);
         }
     }
 

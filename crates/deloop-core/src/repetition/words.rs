@@ -890,16 +890,23 @@ impl Words {
         }
     }
 
-    /// A byte offset no future cut of this detector can fall before:
-    /// every loop it may still report starts at token `j - reach` or
-    /// later, or belongs to a run going on now, and a cut keeps at least
-    /// the text before the loop's first token.
+    /// A byte offset no future cut of this detector can fall before: a
+    /// cut keeps at least the text before the loop's first token, and
+    /// every loop still to come starts
+    /// * within `max_period` tokens of the next one (a short run not yet
+    ///   begun), or at the start of a short run going on now;
+    /// * within `long_max_period` tokens of the next one (a long run not
+    ///   yet begun), or `d` tokens before a run at distance `d` going on
+    ///   now (counted back at most as far as adoption ever counts);
+    /// * or it is the tracked long run, or an exempt run waiting for the
+    ///   4 KiB rule, whose cut is already known.
     pub(crate) fn settled(&self) -> usize {
-        let reach = self.max_p.max((self.long_mult + 1) * self.long_max) + 1;
-        if self.j <= reach {
+        let j = self.j;
+        let back = self.max_p.max(self.long_max);
+        if j <= back {
             return 0;
         }
-        let mut bound = self.tok(self.j - reach).prev_end;
+        let mut bound = self.tok(j - back).prev_end;
         for i in 0..self.max_p {
             let r = self.run_len(i);
             if r == 0 {
@@ -910,7 +917,7 @@ impl Words {
                     bound = bound.min(self.info[i].keep);
                 }
             } else {
-                match self.j.checked_sub(r + i + 1) {
+                match j.checked_sub(r + i + 1) {
                     Some(t) => bound = bound.min(self.tok(t).prev_end),
                     None => return 0,
                 }
@@ -919,6 +926,24 @@ impl Words {
         if let Some(lr) = &self.long {
             if !lr.run.accepted {
                 bound = bound.min(lr.run.keep);
+            }
+        }
+        // Long runs going on now, at every distance the shingles could
+        // adopt later.
+        let cap = (self.long_mult + 1) * self.long_max;
+        for d in self.max_p + 1..=self.long_max {
+            let mut len = 0;
+            while len < cap && j >= len + 1 + d && {
+                let t = j - 1 - len;
+                self.tok(t).key == self.tok(t - d).key
+            } {
+                len += 1;
+            }
+            if len > 0 {
+                match j.checked_sub(len + d) {
+                    Some(t) => bound = bound.min(self.tok(t).prev_end),
+                    None => return 0,
+                }
             }
         }
         bound
