@@ -144,32 +144,40 @@ fn stream_copies_and_stops_at_the_loop() {
     assert_eq!(out.stdout, healthy.as_bytes());
 }
 
-#[test]
-fn stream_from_a_slow_writer_stops_early() {
-    // Feed the loop in small pieces with the pipe kept open: deloop must
-    // stop by itself once the loop is seen.
+/// Runs `deloop clamp ARGS` writing `text` in `piece`-byte writes with the
+/// pipe kept open (a pause after each), stopping early when deloop exits.
+/// Returns the output and how many bytes were written.
+fn slow_writer(args: &[&str], text: &str, piece: usize) -> (Output, usize) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))
-        .args(["clamp", "--stream"])
+        .arg("clamp")
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut pipe = child.stdin.take().unwrap();
-    let text = looping();
     let mut sent = 0;
-    for piece in text.as_bytes().chunks(64) {
-        if pipe.write_all(piece).and_then(|_| pipe.flush()).is_err() {
+    for chunk in text.as_bytes().chunks(piece) {
+        if pipe.write_all(chunk).and_then(|_| pipe.flush()).is_err() {
             break;
         }
-        sent += piece.len();
+        sent += chunk.len();
         std::thread::sleep(std::time::Duration::from_millis(2));
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
     }
     drop(pipe);
-    let out = child.wait_with_output().unwrap();
+    (child.wait_with_output().unwrap(), sent)
+}
+
+#[test]
+fn stream_from_a_slow_writer_stops_early() {
+    // Feed the loop in small pieces with the pipe kept open: deloop must
+    // stop by itself once the loop is seen.
+    let text = looping();
+    let (out, sent) = slow_writer(&["--stream"], &text, 64);
     assert_eq!(out.status.code(), Some(3));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -190,22 +198,7 @@ fn stream_exact_equals_batch_whatever_the_chunking() {
     let text = format!("{intro}{}", looping());
     let batch = deloop(&[], text.as_bytes());
     assert_eq!(batch.status.code(), Some(3));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))
-        .args(["clamp", "--stream", "--exact"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    for piece in text.as_bytes().chunks(37) {
-        if pipe.write_all(piece).and_then(|_| pipe.flush()).is_err() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    drop(pipe);
-    let out = child.wait_with_output().unwrap();
+    let (out, _) = slow_writer(&["--stream", "--exact"], &text, 37);
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),
