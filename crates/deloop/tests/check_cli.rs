@@ -373,6 +373,19 @@ fn large_inputs_keep_order_and_line_numbers() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // Parsing runs ahead on its own thread, in batches: an error several
+    // batches in still stops at its line, after every verdict before it.
+    let mut bad_utf8 = text.clone().into_bytes();
+    bad_utf8.extend_from_slice(b"{\"type\":\"call\",\"tool\":\"\xff\"}\n");
+    bad_utf8.extend_from_slice(text.as_bytes());
+    let out = deloop(&["check", "--json"], Some(&bad_utf8));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 24001") && err.contains("UTF-8"), "{err}");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 12_000, "every call before the bad line");
+    assert_eq!(lines[11_999]["index"], 11_999);
+
     let mut unknown = text.clone();
     unknown.push_str("{\"type\":\"result\",\"id\":\"nope\",\"result\":1}\n");
     unknown.push_str("not json at all\n");

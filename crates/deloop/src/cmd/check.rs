@@ -271,27 +271,120 @@ fn is_event_line(line: &str) -> bool {
     }
 }
 
+/// Lines per batch handed to the parser thread.
+const BATCH_LINES: usize = 4096;
+
+/// Raw lines read ahead: one buffer, where each line ends, and the number
+/// of the first line.
+struct Batch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    first: usize,
+}
+
+/// Reads up to [`BATCH_LINES`] lines into `batch` (fewer only at the end
+/// of the input), reusing its buffers.
+fn read_batch(r: &mut impl BufRead, batch: &mut Batch, first: usize) -> anyhow::Result<()> {
+    batch.bytes.clear();
+    batch.ends.clear();
+    batch.first = first;
+    while batch.ends.len() < BATCH_LINES {
+        if r.read_until(b'\n', &mut batch.bytes)? == 0 {
+            break;
+        }
+        batch.ends.push(batch.bytes.len());
+    }
+    Ok(())
+}
+
+/// Decodes and parses every line of a batch (on the parser thread).
+fn parse_batch(b: &Batch, lossy: bool, out: &mut Vec<anyhow::Result<Parsed>>) {
+    let mut start = 0;
+    for (i, &end) in b.ends.iter().enumerate() {
+        let bytes = &b.bytes[start..end];
+        start = end;
+        let line = b.first + i;
+        out.push(decode_line(bytes, line, lossy).and_then(|text| parse_event_line(&text, line)));
+    }
+}
+
+/// Parsed lines of one batch.
+type Events = Vec<anyhow::Result<Parsed>>;
+
 /// Replays events lines from `r` (line numbers continue after `lineno`),
 /// writing each verdict as soon as it is settled.
+///
+/// Two stages on two threads: this one reads lines and replays them in
+/// order; a parser thread decodes and parses the next batch meanwhile
+/// (parsing costs about as much as judging). Two batches circulate between
+/// the threads, so memory stays bounded, and the parsed events go back to
+/// the parser thread to be freed where they were allocated (freeing across
+/// threads is slow with the system allocator). An error item stops the
+/// replay at its line, after everything before it was written.
 fn replay_event_lines<W: Write>(
     mut r: impl BufRead,
-    mut lineno: usize,
+    lineno: usize,
     lossy: bool,
     replay: &mut Replay,
     sink: &mut render::Sink<'_, W>,
 ) -> anyhow::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            break;
+    let stopped = || anyhow::anyhow!("the transcript parser thread stopped");
+    std::thread::scope(|scope| {
+        let (to_parser, jobs) = std::sync::mpsc::sync_channel::<(Batch, Events)>(2);
+        let (to_replay, parsed) = std::sync::mpsc::sync_channel::<(Batch, Events)>(2);
+        scope.spawn(move || {
+            for (batch, mut events) in jobs {
+                // The events of an earlier batch, freed here.
+                events.clear();
+                parse_batch(&batch, lossy, &mut events);
+                if to_replay.send((batch, events)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut next_line = lineno + 1;
+        let mut in_flight = 0;
+        for _ in 0..2 {
+            let mut batch = Batch {
+                bytes: Vec::new(),
+                ends: Vec::new(),
+                first: 0,
+            };
+            read_batch(&mut r, &mut batch, next_line)?;
+            if batch.ends.is_empty() {
+                break;
+            }
+            next_line += batch.ends.len();
+            to_parser.send((batch, Vec::new())).map_err(|_| stopped())?;
+            in_flight += 1;
         }
-        lineno += 1;
-        let text = decode_line(&buf, lineno, lossy)?;
-        push_event_line(&text, lineno, replay)?;
-        sink.drain(replay)?;
-    }
-    Ok(())
+        let mut eof = in_flight < 2;
+        while in_flight > 0 {
+            let (mut batch, mut events) = parsed.recv().map_err(|_| stopped())?;
+            in_flight -= 1;
+            let first = batch.first;
+            for (i, event) in events.iter_mut().enumerate() {
+                match event {
+                    Ok(e) => apply_event(e, first + i, replay)?,
+                    Err(_) => {
+                        let taken = std::mem::replace(event, Ok(Parsed::Blank));
+                        return Err(taken.err().unwrap_or_else(stopped));
+                    }
+                }
+                sink.drain(replay)?;
+            }
+            if !eof {
+                read_batch(&mut r, &mut batch, next_line)?;
+                eof = batch.ends.len() < BATCH_LINES;
+                if !batch.ends.is_empty() {
+                    next_line += batch.ends.len();
+                    to_parser.send((batch, events)).map_err(|_| stopped())?;
+                    in_flight += 1;
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Replays an openai/anthropic document.
@@ -484,12 +577,48 @@ fn opt_str<'a>(
     }
 }
 
+/// One events-format line, parsed and owned (it crosses from the parser
+/// thread to the replay).
+enum Parsed {
+    Blank,
+    Call {
+        tool: String,
+        id: Option<String>,
+        run: Option<String>,
+        agent: Option<String>,
+        args: Value,
+    },
+    Result {
+        id: Option<String>,
+        body: ParsedBody,
+    },
+    Compaction {
+        run: Option<String>,
+        agent: Option<String>,
+    },
+    User {
+        run: Option<String>,
+        agent: Option<String>,
+    },
+}
+
+/// A result's body: an error message or a JSON result.
+enum ParsedBody {
+    Error(String),
+    Result(Value),
+}
+
 /// Parses one events-format line and feeds it to the replay (a blank line
 /// is skipped).
 fn push_event_line(raw: &str, line: usize, replay: &mut Replay) -> anyhow::Result<()> {
+    apply_event(&parse_event_line(raw, line)?, line, replay)
+}
+
+/// Parses one events-format line; the error names the line.
+fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Parsed> {
     let raw = raw.trim();
     if raw.is_empty() {
-        return Ok(());
+        return Ok(Parsed::Blank);
     }
     let v: RawEvent<'_> = serde_json::from_str(raw).map_err(|e| {
         if e.is_data() {
@@ -498,56 +627,41 @@ fn push_event_line(raw: &str, line: usize, replay: &mut Replay) -> anyhow::Resul
             bad(line, format!("not valid JSON: {e}"))
         }
     })?;
-    match v.ty.as_deref() {
+    let owned = |s: Option<Cow<'_, str>>| s.map(Cow::into_owned);
+    Ok(match v.ty.as_deref() {
         Some("call") => {
             let tool = match v.tool {
-                Some(Loose::Str(t)) => t,
+                Some(Loose::Str(t)) => t.into_owned(),
                 _ => return Err(bad(line, "a call needs a \"tool\" string")),
             };
-            let id = opt_str(v.id, "id", line)?;
-            let run = opt_str(v.run, "run", line)?;
-            let agent = opt_str(v.agent, "agent", line)?;
-            let args = v.args.unwrap_or(Value::Null);
-            let mut call = ToolCall::new(&tool, &args);
-            call.call_id = id.as_deref();
-            call.run_id = run.as_deref();
-            call.agent_id = agent.as_deref();
-            replay.push_call(&call);
+            Parsed::Call {
+                tool,
+                id: owned(opt_str(v.id, "id", line)?),
+                run: owned(opt_str(v.run, "run", line)?),
+                agent: owned(opt_str(v.agent, "agent", line)?),
+                args: v.args.unwrap_or(Value::Null),
+            }
         }
         Some("result") => {
-            let id = opt_str(v.id, "id", line)?;
-            let other;
-            let body = match &v.error {
-                Some(Loose::Str(e)) => OutcomeBody::Error(e),
-                Some(Loose::Null) | None => match &v.result {
-                    Some(r) => OutcomeBody::Result(r),
+            let id = owned(opt_str(v.id, "id", line)?);
+            let body = match v.error {
+                Some(Loose::Str(e)) => ParsedBody::Error(e.into_owned()),
+                Some(Loose::Null) | None => match v.result {
+                    Some(r) => ParsedBody::Result(r),
                     None => return Err(bad(line, "a result needs \"result\" or \"error\"")),
                 },
-                Some(Loose::Other(o)) => {
-                    other = o.to_string();
-                    OutcomeBody::Error(&other)
-                }
+                Some(Loose::Other(o)) => ParsedBody::Error(o.to_string()),
             };
-            replay
-                .push_result(id.as_deref(), body)
-                .map_err(|e| bad(line, e))?;
+            Parsed::Result { id, body }
         }
-        Some("compaction") => {
-            let run = opt_str(v.run, "run", line)?;
-            let agent = opt_str(v.agent, "agent", line)?;
-            replay.push_compaction(&Scope {
-                agent_id: agent.as_deref(),
-                run_id: run.as_deref(),
-            });
-        }
-        Some("user") | Some("user_turn") => {
-            let run = opt_str(v.run, "run", line)?;
-            let agent = opt_str(v.agent, "agent", line)?;
-            replay.push_user_turn(&Scope {
-                agent_id: agent.as_deref(),
-                run_id: run.as_deref(),
-            });
-        }
+        Some("compaction") => Parsed::Compaction {
+            run: owned(opt_str(v.run, "run", line)?),
+            agent: owned(opt_str(v.agent, "agent", line)?),
+        },
+        Some("user") | Some("user_turn") => Parsed::User {
+            run: owned(opt_str(v.run, "run", line)?),
+            agent: owned(opt_str(v.agent, "agent", line)?),
+        },
         Some(other) => {
             return Err(bad(
                 line,
@@ -555,6 +669,43 @@ fn push_event_line(raw: &str, line: usize, replay: &mut Replay) -> anyhow::Resul
             ))
         }
         None => return Err(bad(line, "missing \"type\"")),
+    })
+}
+
+/// Feeds one parsed line to the replay.
+fn apply_event(event: &Parsed, line: usize, replay: &mut Replay) -> anyhow::Result<()> {
+    match event {
+        Parsed::Blank => {}
+        Parsed::Call {
+            tool,
+            id,
+            run,
+            agent,
+            args,
+        } => {
+            let mut call = ToolCall::new(tool, args);
+            call.call_id = id.as_deref();
+            call.run_id = run.as_deref();
+            call.agent_id = agent.as_deref();
+            replay.push_call(&call);
+        }
+        Parsed::Result { id, body } => {
+            let body = match body {
+                ParsedBody::Error(e) => OutcomeBody::Error(e),
+                ParsedBody::Result(r) => OutcomeBody::Result(r),
+            };
+            replay
+                .push_result(id.as_deref(), body)
+                .map_err(|e| bad(line, e))?;
+        }
+        Parsed::Compaction { run, agent } => replay.push_compaction(&Scope {
+            agent_id: agent.as_deref(),
+            run_id: run.as_deref(),
+        }),
+        Parsed::User { run, agent } => replay.push_user_turn(&Scope {
+            agent_id: agent.as_deref(),
+            run_id: run.as_deref(),
+        }),
     }
     Ok(())
 }
