@@ -637,6 +637,105 @@ mod tests {
         }
     }
 
+    /// Texts with invalid UTF-8 sprinkled in (as U+FFFD of their length).
+    fn long_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            6 => long_text().prop_map(String::into_bytes),
+            1 => prop::collection::vec(0x80u8..=0xff, 1..4),
+            1 => prop::sample::select(vec![
+                b"\xe9\xab".to_vec(),
+                b"\xf0\x9f\x98".to_vec(),
+                b"ab\xffab\xffab\xffab\xffab\xffab\xffab\xffab\xffab\xffab\xff".to_vec(),
+            ]),
+        ];
+        prop::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+    }
+
+    fn watch(
+        config: &ClampConfig,
+        bytes: &[u8],
+        size: usize,
+    ) -> Option<crate::repetition::StreamCut> {
+        let mut w = StreamWatcher::new(config.clone());
+        for chunk in bytes.chunks(size.max(1)) {
+            if let Some(c) = w.feed(chunk) {
+                return Some(c);
+            }
+        }
+        w.finish()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+        ))]
+
+        /// With invalid bytes anywhere (the watcher then leaves the filter
+        /// for good), any chunking gives the verdict of one whole chunk,
+        /// and the one-character-at-a-time reference agrees.
+        #[test]
+        fn invalid_utf8_streams_agree_whatever_the_chunking(bytes in long_bytes(), size in 1..200usize) {
+            for config in configs() {
+                let whole = watch(&config, &bytes, bytes.len());
+                let chunked = watch(&config, &bytes, size);
+                prop_assert_eq!(&whole, &chunked);
+                // Reference: decode as the watcher does, one char at a time.
+                let mut e = Engine::new(&config, Mode::Both, false);
+                let mut rest: &[u8] = &bytes;
+                let mut expected = None;
+                'outer: while !rest.is_empty() {
+                    let (valid, bad) = match std::str::from_utf8(rest) {
+                        Ok(s) => (s, 0),
+                        Err(err) => (
+                            std::str::from_utf8(&rest[..err.valid_up_to()]).unwrap_or_default(),
+                            err.error_len().unwrap_or(rest.len() - err.valid_up_to()),
+                        ),
+                    };
+                    for c in valid.chars() {
+                        e.push_char(c, c.len_utf8());
+                        if let Some(v) = e.verdict(true) {
+                            expected = Some((e.pos, v.clone()));
+                            break 'outer;
+                        }
+                    }
+                    if bad > 0 {
+                        e.push_char('\u{FFFD}', bad);
+                        if let Some(v) = e.verdict(true) {
+                            expected = Some((e.pos, v.clone()));
+                            break 'outer;
+                        }
+                    }
+                    rest = &rest[valid.len() + bad..];
+                }
+                if expected.is_none() {
+                    e.finish();
+                    expected = e.verdict(true).map(|v| (e.pos, v.clone()));
+                }
+                match (expected, whole) {
+                    (None, None) => {}
+                    (Some((at, c)), Some(cut)) => {
+                        prop_assert_eq!(cut.detected_at, at);
+                        prop_assert_eq!((cut.report.start, cut.keep_bytes), (c.start, c.keep));
+                    }
+                    (e, g) => prop_assert!(false, "reference {:?} vs stream {:?}", e, g),
+                }
+            }
+        }
+    }
+
+    /// Regression: an invalid byte (U+FFFD, three bytes of preview for one
+    /// byte of input) at the end of a 22-byte token overran the preview.
+    #[test]
+    fn invalid_byte_after_a_long_token_does_not_panic() {
+        for n in 20..26 {
+            let mut bytes = b"abcdefghijklmnopqrstuvwxyz"[..n].to_vec();
+            bytes.extend_from_slice(b"\xff\xfe more words here");
+            let mut w = StreamWatcher::new(ClampConfig::default());
+            assert!(w.feed(&bytes).is_none());
+            assert!(w.finish().is_none());
+        }
+    }
+
     /// A long unit made only of connectors is cut back to its first
     /// copy's start: before the shingles adopt its period, only the run
     /// going on at that distance says how far back the cut can fall.

@@ -454,13 +454,17 @@ impl Words {
             // A CJK character is a whole word: count it as one.
             b.letters = b.letters.max(self.min_word_letters);
         }
-        if (b.plen as usize) + len <= PREVIEW {
-            let mut buf = [0u8; 4];
-            let s = c.encode_utf8(&mut buf);
-            b.preview[b.plen as usize..b.plen as usize + s.len()].copy_from_slice(s.as_bytes());
-            b.plen += s.len() as u8;
-        } else {
-            b.ptrunc = true;
+        // The preview holds the character's UTF-8, whose length differs
+        // from `len` for the U+FFFD of an invalid sequence.
+        let mut buf = [0u8; 4];
+        let enc = c.encode_utf8(&mut buf).as_bytes();
+        let plen = b.plen as usize;
+        match b.preview.get_mut(plen..plen + enc.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(enc);
+                b.plen += enc.len() as u8;
+            }
+            None => b.ptrunc = true,
         }
         // Hash in a local copy: reading back fields just stored stalls.
         let mut all = b.all;
