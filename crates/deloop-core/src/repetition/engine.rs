@@ -204,22 +204,18 @@ impl Engine {
                 }
             }
         }
+        let read = fire.unwrap_or(s.len());
+        self.chars += s[..read].chars().count();
+        self.pos = base + read;
         if let Some(f) = fire {
             // The detector that fired first; the other one may have read
             // further, so its state says nothing about this prefix.
             self.fired = if wfire == Some(f) {
-                self.chars += s[..f].chars().count();
-                self.pos = base + f;
-                let v = self.verdict(true).cloned();
-                self.chars -= s[..f].chars().count();
-                v
+                self.verdict(true).cloned()
             } else {
                 self.sub.as_ref().and_then(|s| s.best().cloned())
             };
         }
-        let read = fire.unwrap_or(s.len());
-        self.chars += s[..read].chars().count();
-        self.pos = base + read;
         self.catch_up_lines(src);
         if fire.is_none() {
             self.trim_history();
