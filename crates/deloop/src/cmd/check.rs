@@ -298,18 +298,24 @@ fn read_batch(r: &mut impl BufRead, batch: &mut Batch, first: usize) -> anyhow::
 }
 
 /// Decodes and parses every line of a batch (on the parser thread).
-fn parse_batch(b: &Batch, lossy: bool, out: &mut Vec<anyhow::Result<Parsed>>) {
+fn parse_batch(b: &Batch, lossy: bool, out: &mut Events) {
     let mut start = 0;
     for (i, &end) in b.ends.iter().enumerate() {
         let bytes = &b.bytes[start..end];
         start = end;
         let line = b.first + i;
-        out.push(decode_line(bytes, line, lossy).and_then(|text| parse_event_line(&text, line)));
+        let event = decode_line(bytes, line, lossy)
+            .and_then(|text| parse_event_line(&text, line, &mut out.arena));
+        out.events.push(event);
     }
 }
 
-/// Parsed lines of one batch.
-type Events = Vec<anyhow::Result<Parsed>>;
+/// Parsed lines of one batch, and their strings.
+#[derive(Default)]
+struct Events {
+    events: Vec<anyhow::Result<Parsed>>,
+    arena: Arena,
+}
 
 /// Replays events lines from `r` (line numbers continue after `lineno`),
 /// writing each verdict as soon as it is settled.
@@ -335,7 +341,8 @@ fn replay_event_lines<W: Write>(
         scope.spawn(move || {
             for (batch, mut events) in jobs {
                 // The events of an earlier batch, freed here.
-                events.clear();
+                events.events.clear();
+                events.arena.0.clear();
                 parse_batch(&batch, lossy, &mut events);
                 if to_replay.send((batch, events)).is_err() {
                     break;
@@ -355,7 +362,9 @@ fn replay_event_lines<W: Write>(
                 break;
             }
             next_line += batch.ends.len();
-            to_parser.send((batch, Vec::new())).map_err(|_| stopped())?;
+            to_parser
+                .send((batch, Events::default()))
+                .map_err(|_| stopped())?;
             in_flight += 1;
         }
         let mut eof = in_flight < 2;
@@ -363,9 +372,13 @@ fn replay_event_lines<W: Write>(
             let (mut batch, mut events) = parsed.recv().map_err(|_| stopped())?;
             in_flight -= 1;
             let first = batch.first;
-            for (i, event) in events.iter_mut().enumerate() {
+            let Events {
+                events: list,
+                arena,
+            } = &mut events;
+            for (i, event) in list.iter_mut().enumerate() {
                 match event {
-                    Ok(e) => apply_event(e, first + i, replay)?,
+                    Ok(e) => apply_event(e, first + i, replay, arena)?,
                     Err(_) => {
                         let taken = std::mem::replace(event, Ok(Parsed::Blank));
                         return Err(taken.err().unwrap_or_else(stopped));
@@ -578,44 +591,78 @@ fn opt_str<'a>(
 }
 
 /// One events-format line, parsed and owned (it crosses from the parser
-/// thread to the replay).
+/// thread to the replay). Its strings live in the batch's [`Arena`].
 enum Parsed {
     Blank,
     Call {
-        tool: String,
-        id: Option<String>,
-        run: Option<String>,
-        agent: Option<String>,
+        tool: Span,
+        id: Option<Span>,
+        run: Option<Span>,
+        agent: Option<Span>,
         args: Value,
     },
     Result {
-        id: Option<String>,
+        id: Option<Span>,
         body: ParsedBody,
     },
     Compaction {
-        run: Option<String>,
-        agent: Option<String>,
+        run: Option<Span>,
+        agent: Option<Span>,
     },
     User {
-        run: Option<String>,
-        agent: Option<String>,
+        run: Option<Span>,
+        agent: Option<Span>,
     },
 }
 
 /// A result's body: an error message or a JSON result.
 enum ParsedBody {
-    Error(String),
+    Error(Span),
     Result(Value),
+}
+
+/// Where a string sits in an [`Arena`].
+#[derive(Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+/// The envelope strings (tool, ids, run, agent, error) of a batch of
+/// lines, in one buffer reused from batch to batch: no allocation per
+/// line.
+#[derive(Default)]
+struct Arena(String);
+
+impl Arena {
+    fn push(&mut self, s: &str) -> Span {
+        let start = self.0.len();
+        self.0.push_str(s);
+        Span {
+            start,
+            end: self.0.len(),
+        }
+    }
+
+    fn get(&self, span: Span) -> &str {
+        self.0.get(span.start..span.end).unwrap_or_default()
+    }
+
+    fn opt(&self, span: Option<Span>) -> Option<&str> {
+        span.map(|s| self.get(s))
+    }
 }
 
 /// Parses one events-format line and feeds it to the replay (a blank line
 /// is skipped).
 fn push_event_line(raw: &str, line: usize, replay: &mut Replay) -> anyhow::Result<()> {
-    apply_event(&parse_event_line(raw, line)?, line, replay)
+    let mut arena = Arena::default();
+    let event = parse_event_line(raw, line, &mut arena)?;
+    apply_event(&event, line, replay, &arena)
 }
 
 /// Parses one events-format line; the error names the line.
-fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Parsed> {
+fn parse_event_line(raw: &str, line: usize, arena: &mut Arena) -> anyhow::Result<Parsed> {
     let raw = raw.trim();
     if raw.is_empty() {
         return Ok(Parsed::Blank);
@@ -627,40 +674,45 @@ fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Parsed> {
             bad(line, format!("not valid JSON: {e}"))
         }
     })?;
-    let owned = |s: Option<Cow<'_, str>>| s.map(Cow::into_owned);
+    let mut opt = |v: Option<Loose<'_>>, key: &str| -> anyhow::Result<Option<Span>> {
+        Ok(opt_str(v, key, line)?.map(|s| arena.push(&s)))
+    };
     Ok(match v.ty.as_deref() {
         Some("call") => {
+            let id = opt(v.id, "id")?;
+            let run = opt(v.run, "run")?;
+            let agent = opt(v.agent, "agent")?;
             let tool = match v.tool {
-                Some(Loose::Str(t)) => t.into_owned(),
+                Some(Loose::Str(t)) => arena.push(&t),
                 _ => return Err(bad(line, "a call needs a \"tool\" string")),
             };
             Parsed::Call {
                 tool,
-                id: owned(opt_str(v.id, "id", line)?),
-                run: owned(opt_str(v.run, "run", line)?),
-                agent: owned(opt_str(v.agent, "agent", line)?),
+                id,
+                run,
+                agent,
                 args: v.args.unwrap_or(Value::Null),
             }
         }
         Some("result") => {
-            let id = owned(opt_str(v.id, "id", line)?);
+            let id = opt(v.id, "id")?;
             let body = match v.error {
-                Some(Loose::Str(e)) => ParsedBody::Error(e.into_owned()),
+                Some(Loose::Str(e)) => ParsedBody::Error(arena.push(&e)),
                 Some(Loose::Null) | None => match v.result {
                     Some(r) => ParsedBody::Result(r),
                     None => return Err(bad(line, "a result needs \"result\" or \"error\"")),
                 },
-                Some(Loose::Other(o)) => ParsedBody::Error(o.to_string()),
+                Some(Loose::Other(o)) => ParsedBody::Error(arena.push(&o.to_string())),
             };
             Parsed::Result { id, body }
         }
         Some("compaction") => Parsed::Compaction {
-            run: owned(opt_str(v.run, "run", line)?),
-            agent: owned(opt_str(v.agent, "agent", line)?),
+            run: opt(v.run, "run")?,
+            agent: opt(v.agent, "agent")?,
         },
         Some("user") | Some("user_turn") => Parsed::User {
-            run: owned(opt_str(v.run, "run", line)?),
-            agent: owned(opt_str(v.agent, "agent", line)?),
+            run: opt(v.run, "run")?,
+            agent: opt(v.agent, "agent")?,
         },
         Some(other) => {
             return Err(bad(
@@ -673,7 +725,12 @@ fn parse_event_line(raw: &str, line: usize) -> anyhow::Result<Parsed> {
 }
 
 /// Feeds one parsed line to the replay.
-fn apply_event(event: &Parsed, line: usize, replay: &mut Replay) -> anyhow::Result<()> {
+fn apply_event(
+    event: &Parsed,
+    line: usize,
+    replay: &mut Replay,
+    arena: &Arena,
+) -> anyhow::Result<()> {
     match event {
         Parsed::Blank => {}
         Parsed::Call {
@@ -683,28 +740,28 @@ fn apply_event(event: &Parsed, line: usize, replay: &mut Replay) -> anyhow::Resu
             agent,
             args,
         } => {
-            let mut call = ToolCall::new(tool, args);
-            call.call_id = id.as_deref();
-            call.run_id = run.as_deref();
-            call.agent_id = agent.as_deref();
+            let mut call = ToolCall::new(arena.get(*tool), args);
+            call.call_id = arena.opt(*id);
+            call.run_id = arena.opt(*run);
+            call.agent_id = arena.opt(*agent);
             replay.push_call(&call);
         }
         Parsed::Result { id, body } => {
             let body = match body {
-                ParsedBody::Error(e) => OutcomeBody::Error(e),
+                ParsedBody::Error(e) => OutcomeBody::Error(arena.get(*e)),
                 ParsedBody::Result(r) => OutcomeBody::Result(r),
             };
             replay
-                .push_result(id.as_deref(), body)
+                .push_result(arena.opt(*id), body)
                 .map_err(|e| bad(line, e))?;
         }
         Parsed::Compaction { run, agent } => replay.push_compaction(&Scope {
-            agent_id: agent.as_deref(),
-            run_id: run.as_deref(),
+            agent_id: arena.opt(*agent),
+            run_id: arena.opt(*run),
         }),
         Parsed::User { run, agent } => replay.push_user_turn(&Scope {
-            agent_id: agent.as_deref(),
-            run_id: run.as_deref(),
+            agent_id: arena.opt(*agent),
+            run_id: arena.opt(*run),
         }),
     }
     Ok(())
