@@ -266,36 +266,17 @@ fn is_sorted(map: &Map<String, Value>) -> bool {
     true
 }
 
-/// Writes an integer in decimal without allocating.
-fn put_int<S: Sink>(w: &mut S, mut v: u64, negative: bool) {
-    let mut buf = [0u8; 21];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    if negative {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    w.put(&buf[i..]);
-}
-
 fn write_number<S: Sink>(w: &mut S, n: &serde_json::Number) {
     const SAFE: f64 = 9_007_199_254_740_992.0; // 2^53
+    let mut digits = itoa::Buffer::new();
     if let Some(u) = n.as_u64() {
-        put_int(w, u, false);
+        w.put(digits.format(u).as_bytes());
     } else if let Some(i) = n.as_i64() {
-        put_int(w, i.unsigned_abs(), i < 0);
+        w.put(digits.format(i).as_bytes());
     } else if let Some(f) = n.as_f64() {
         if f.is_finite() && f.fract() == 0.0 && f.abs() <= SAFE {
             // Integral float: same spelling as the integer (and -0 is 0).
-            let i = f as i64;
-            put_int(w, i.unsigned_abs(), i < 0);
+            w.put(digits.format(f as i64).as_bytes());
         } else {
             w.put(format!("{f:?}").as_bytes());
         }

@@ -98,18 +98,8 @@ fn json_str(out: &mut (impl Write + ?Sized), s: &str) -> io::Result<()> {
 }
 
 /// Writes an unsigned integer in decimal without allocating.
-fn json_uint(out: &mut (impl Write + ?Sized), mut v: u64) -> io::Result<()> {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.write_all(&buf[i..])
+fn json_uint(out: &mut (impl Write + ?Sized), v: u64) -> io::Result<()> {
+    out.write_all(itoa::Buffer::new().format(v).as_bytes())
 }
 
 /// Writes one call's JSON line (the same bytes `serde_json` would write for
