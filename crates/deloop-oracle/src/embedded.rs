@@ -125,6 +125,27 @@ mod tests {
         assert!(EMBEDDED_DOCS[0].1.contains("deloop"));
     }
 
+    /// The top 5 passages for the README's question.
+    fn ask(
+        index: &deloop_index::Index,
+        mode: deloop_index::Retrieval,
+        root: &std::path::Path,
+    ) -> crate::retrieve::Retrieved {
+        crate::retrieve::retrieve(
+            index,
+            None,
+            "How do I stop a looping stream?",
+            None,
+            &crate::retrieve::RetrieveOptions {
+                mode,
+                k: 5,
+                query_vector: crate::hyde::QueryVectorMode::Average,
+            },
+            Some(root),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn builds_a_lexical_default_index_with_relative_sources() {
         let dir = tempfile::tempdir().unwrap();
@@ -133,19 +154,7 @@ mod tests {
         assert!(db.is_file());
         assert_eq!(built.documents, EMBEDDED_DOCS.len());
         assert!(built.chunks >= EMBEDDED_DOCS.len() as u64);
-        let got = crate::retrieve::retrieve(
-            &index,
-            None,
-            "How do I stop a looping stream?",
-            None,
-            &crate::retrieve::RetrieveOptions {
-                mode: deloop_index::Retrieval::Hybrid,
-                k: 5,
-                query_vector: crate::hyde::QueryVectorMode::Average,
-            },
-            Some(&built.root),
-        )
-        .unwrap();
+        let got = ask(&index, deloop_index::Retrieval::Hybrid, &built.root);
         assert_eq!(got.used, deloop_index::Retrieval::Lexical);
         assert!(got.fallback_reason.is_some());
         assert!(!got.passages.is_empty());
@@ -163,19 +172,7 @@ mod tests {
             1
         );
         assert!(!is_stale(&built.root));
-        let got = crate::retrieve::retrieve(
-            &index,
-            None,
-            "How do I stop a looping stream?",
-            None,
-            &crate::retrieve::RetrieveOptions {
-                mode: deloop_index::Retrieval::Lexical,
-                k: 5,
-                query_vector: crate::hyde::QueryVectorMode::Average,
-            },
-            Some(&built.root),
-        )
-        .unwrap();
+        let got = ask(&index, deloop_index::Retrieval::Lexical, &built.root);
         for p in &got.passages {
             assert!(
                 EMBEDDED_DOCS.iter().any(|(name, _)| *name == p.source),
