@@ -52,6 +52,8 @@ pub(crate) struct Engine {
     /// End of the last non-whitespace character before `hist_base`.
     nonws_floor: usize,
     pub(crate) pos: usize,
+    /// Characters read: exact up to the largest minimum length, not
+    /// counted further (nothing else reads it).
     chars: usize,
     /// What fired in the last [`Engine::feed_str`] that returned `true`.
     fired: Option<Candidate>,
@@ -205,7 +207,11 @@ impl Engine {
             }
         }
         let read = fire.unwrap_or(s.len());
-        self.chars += s[..read].chars().count();
+        // Only the minimum lengths read the count: past the largest one it
+        // need not grow (a pass over every chunk saved).
+        if self.chars < self.words_min.max(self.substring_min) {
+            self.chars += s[..read].chars().count();
+        }
         self.pos = base + read;
         if let Some(f) = fire {
             // The detector that fired first; the other one may have read

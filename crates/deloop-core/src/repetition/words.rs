@@ -73,19 +73,13 @@ impl Build {
     /// to its ASCII lowercase).
     #[inline(always)]
     fn push_ascii(&mut self, c: u8) {
-        if c.is_ascii_alphabetic() {
-            self.letters = self.letters.saturating_add(1);
-        }
+        let letter = hash_ascii(c, &mut self.all, &mut self.core, &mut self.has_core);
+        self.letters = self.letters.saturating_add(letter);
         if (self.plen as usize) < PREVIEW {
             self.preview[self.plen as usize] = c;
             self.plen += 1;
         } else {
             self.ptrunc = true;
-        }
-        self.all.push_byte(c.to_ascii_lowercase());
-        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
-            self.core = self.all;
-            self.has_core = true;
         }
     }
 
@@ -985,9 +979,22 @@ impl Words {
     }
 }
 
+/// One ASCII token byte (not white space) into the hashers: its lowercase
+/// goes into `all`, and `core` follows `all` unless the byte is trailing
+/// punctuation. Returns 1 for a letter, 0 otherwise.
+#[inline(always)]
+fn hash_ascii(c: u8, all: &mut KeyHasher, core: &mut KeyHasher, has_core: &mut bool) -> u32 {
+    all.push_byte(c.to_ascii_lowercase());
+    if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
+        *core = *all;
+        *has_core = true;
+    }
+    u32::from(c.is_ascii_alphabetic())
+}
+
 /// Reads the run of ASCII token bytes that starts at `b[i]` (a token
 /// byte) into the hashers, eight bytes at a time: the same steps as
-/// [`Build::push_ascii`] byte by byte. Returns where the run ends and the
+/// [`hash_ascii`] byte by byte. Returns where the run ends and the
 /// letters it holds.
 #[inline(always)]
 fn scan_ascii(
@@ -1049,13 +1056,7 @@ fn scan_ascii(
             }
             continue;
         }
-        let c = b[i];
-        letters += u32::from(c.is_ascii_alphabetic());
-        all.push_byte(c.to_ascii_lowercase());
-        if !matches!(c, b'.' | b',' | b';' | b':' | b'!' | b'?') {
-            *core = *all;
-            *has_core = true;
-        }
+        letters += hash_ascii(b[i], all, core, has_core);
         i += 1;
         if i >= n || b[i] >= 0x80 || is_ascii_ws(b[i]) {
             return (i, letters);
