@@ -26,6 +26,7 @@ mod fold;
 mod healthy;
 mod prefilter;
 mod substring;
+mod swar;
 mod words;
 
 pub use config::{ClampConfig, HealthyConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS};

@@ -12,15 +12,17 @@
 use super::fold::{fold_char, key_str, KeyHasher};
 use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
 use super::substring::Candidate;
+use super::swar;
 use super::{ClampConfig, Detector};
 
 /// Tokens in a long-period shingle.
 const SHINGLE: usize = 8;
-/// Slots of the shingle table (direct-mapped, a power of two) once the text
-/// is long enough; it starts at `TABLE_START` and doubles every time the
-/// token count reaches four times its size, so short texts stay cheap.
-const TABLE: usize = 2048;
-const TABLE_START: usize = 64;
+/// Slots of the shingle table (direct-mapped, a power of two). The size
+/// is fixed: which entries collide then depends only on the last
+/// `long_max_period` tokens, so a detector started that far back (see
+/// [`super::sieve`]) holds the same live entries as one that read
+/// everything.
+pub(crate) const TABLE: usize = 2048;
 /// Tokens the ring holds at first; it doubles up to the configured need.
 const RING_START: usize = 64;
 /// Bytes of each token kept for the unit preview.
@@ -253,7 +255,7 @@ impl Words {
             j: 0,
             long: None,
             table: if long_max > 0 {
-                vec![(0, 0); TABLE_START]
+                vec![(0, 0); TABLE]
             } else {
                 Vec::new()
             },
@@ -655,9 +657,6 @@ impl Words {
             }
             if j + 1 >= SHINGLE {
                 let sh = super::fold::mix(self.roll);
-                if j >= 4 * self.table.len() && self.table.len() < TABLE {
-                    self.grow_table();
-                }
                 let tag = (sh >> 32) as u32;
                 let slot = (tag as usize) & (self.table.len() - 1);
                 let (old_tag, at) = self.table[slot];
@@ -683,17 +682,6 @@ impl Words {
         }
         self.ring = ring;
         self.mask = cap - 1;
-    }
-
-    /// Doubles the shingle table, re-inserting its entries in slot order.
-    #[cold]
-    fn grow_table(&mut self) {
-        let size = self.table.len() * 2;
-        let mut table = vec![(0, 0); size];
-        for &(tag, at) in &self.table {
-            table[(tag as usize) & (size - 1)] = (tag, at);
-        }
-        self.table = table;
     }
 
     /// Some short run reached its threshold: record where it starts (the
@@ -732,7 +720,11 @@ impl Words {
         while m < limit && j >= d + m && self.tok(j - m).key == self.tok(j - m - d).key {
             m += 1;
         }
-        if m == 0 || j + 1 < m + d {
+        // A whole shingle must repeat: a tag that collides without its
+        // tokens matching adopts nothing. (So a run going on at token `q`
+        // always repeats the shingle that ends at `q`, which the sieve
+        // relies on.)
+        if m < SHINGLE || j + 1 < m + d {
             return;
         }
         let a = j + 1 - m;
@@ -1093,110 +1085,6 @@ fn connector_table(keys: &[u64]) -> Vec<u64> {
         table[slot] = key;
     }
     table
-}
-
-/// Byte-parallel predicates on eight bytes packed in a `u64`: each
-/// returns the high bit of every byte that satisfies it.
-mod swar {
-    pub(super) const HI: u64 = 0x8080_8080_8080_8080;
-    const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-
-    #[inline(always)]
-    const fn rep(b: u8) -> u64 {
-        0x0101_0101_0101_0101 * b as u64
-    }
-
-    /// Bytes `>= lo` and `<= hi` among bytes below 0x80 (`hi < 0x80`).
-    #[inline(always)]
-    fn range7(y: u64, lo: u8, hi: u8) -> u64 {
-        (y.wrapping_add(rep(0x80 - lo)) & !y.wrapping_add(rep(0x7f - hi))) & HI
-    }
-
-    /// Bytes equal to zero.
-    #[inline(always)]
-    fn zero(z: u64) -> u64 {
-        !((z & LO7).wrapping_add(LO7) | z) & HI
-    }
-
-    /// Bit `i` set when byte `i` of `x` equals `b`.
-    #[inline(always)]
-    pub(super) fn eq_bits(x: u64, b: u8) -> u32 {
-        let z = zero(x ^ rep(b)) >> 7;
-        (z.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
-    }
-
-    /// How many bytes a predicate's result marks.
-    #[inline(always)]
-    pub(super) fn count(m: u64) -> u32 {
-        ((m >> 7).wrapping_mul(0x0101_0101_0101_0101) >> 56) as u32
-    }
-
-    /// Bytes that end a run of ASCII token characters: non-ASCII bytes
-    /// and ASCII white space (U+0009..=U+000D, U+0020).
-    #[inline(always)]
-    pub(super) fn stop(x: u64) -> u64 {
-        let y = x & LO7;
-        (x & HI) | range7(y, 0x09, 0x0d) | zero(y ^ rep(b' '))
-    }
-
-    /// ASCII capitals (bytes below 0x80).
-    #[inline(always)]
-    pub(super) fn upper(t: u64) -> u64 {
-        range7(t, b'A', b'Z')
-    }
-
-    /// ASCII small letters (bytes below 0x80).
-    #[inline(always)]
-    pub(super) fn lower_alpha(t: u64) -> u64 {
-        range7(t, b'a', b'z')
-    }
-
-    /// Trailing punctuation `. , ; : ! ?` (bytes below 0x80).
-    #[inline(always)]
-    pub(super) fn punct(t: u64) -> u64 {
-        if range7(t, b'!', b'?') == 0 {
-            return 0;
-        }
-        zero(t ^ rep(b'.'))
-            | zero(t ^ rep(b','))
-            | zero(t ^ rep(b';'))
-            | zero(t ^ rep(b':'))
-            | zero(t ^ rep(b'!'))
-            | zero(t ^ rep(b'?'))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        /// Every predicate agrees with its scalar definition on every
-        /// byte value, in every lane.
-        #[test]
-        fn predicates_match_scalar_definitions() {
-            for v in 0u8..=255 {
-                for lane in 0..8 {
-                    let x = u64::from(v) << (8 * lane) | rep(b'a') & !(0xff << (8 * lane));
-                    let bit = |m: u64| m >> (8 * lane + 7) & 1 == 1;
-                    assert_eq!(bit(stop(x)), v >= 0x80 || matches!(v, 9..=13 | 32), "{v}");
-                    assert_eq!(count(stop(x)), stop(x).count_ones(), "{v}");
-                    let expect: u32 = (0..8)
-                        .filter(|&l| (x >> (8 * l)) as u8 == b'a')
-                        .map(|l| 1 << l)
-                        .sum();
-                    assert_eq!(eq_bits(x, b'a'), expect, "{v}");
-                    if v < 0x80 {
-                        assert_eq!(bit(upper(x)), v.is_ascii_uppercase(), "{v}");
-                        assert_eq!(bit(lower_alpha(x)), v.is_ascii_lowercase(), "{v}");
-                        assert_eq!(
-                            bit(punct(x)),
-                            matches!(v, b'.' | b',' | b';' | b':' | b'!' | b'?'),
-                            "{v}"
-                        );
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
