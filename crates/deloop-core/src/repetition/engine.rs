@@ -421,16 +421,12 @@ pub(crate) fn scan_pair(
     };
     let mut words = None;
     if mode != Mode::Substring && config.words.enabled && has_chars(text, config.words.min_chars) {
-        let mut w = Words::new(config, false);
         let mut lines = Lines::default();
         let mut lx = LineCtx {
             lines: &mut lines,
             src,
         };
-        if w.feed(text, 0, &mut lx, Stop::Settled).is_none() {
-            w.finish(text.len(), &mut lx);
-        }
-        words = w.best;
+        words = super::sieve::scan_words(text, config, &mut lx);
     }
     if mode == Mode::Words || words.is_some() {
         return (words, None);
@@ -785,5 +781,31 @@ mod tests {
             assert_eq!(w.as_ref().map(key), rw.as_ref().map(key));
             assert_eq!(s.as_ref().map(key), rs.as_ref().map(key));
         }
+    }
+}
+#[cfg(test)]
+mod dbg_tests {
+    use super::*;
+    #[test]
+    fn debug_ref() {
+        let mut text = String::from("Beta339 zeta.989 θeta742 zeta.354 ");
+        for _ in 0..3 {
+            for k in 0..39 {
+                text.push_str(&format!("w0x{k} "));
+            }
+        }
+        let config = ClampConfig::default();
+        let mut e = Engine::new(&config, Mode::Both, false);
+        for c in text.chars() {
+            e.push_char(c, c.len_utf8());
+        }
+        e.finish();
+        let r = e.words_verdict(false).cloned();
+        let (w, _) = scan_pair(&text, &config, Mode::Both);
+        let mut e2 = Engine::new(&config, Mode::Both, true);
+        e2.feed_str(&text);
+        e2.finish();
+        let r2 = e2.words_verdict(false).cloned();
+        assert_eq!(r, w, "stream-feed: {:?}", r2);
     }
 }

@@ -25,6 +25,7 @@ mod engine;
 mod fold;
 mod healthy;
 mod prefilter;
+mod sieve;
 mod substring;
 mod swar;
 mod words;

@@ -16,7 +16,7 @@ use super::swar;
 use super::{ClampConfig, Detector};
 
 /// Tokens in a long-period shingle.
-const SHINGLE: usize = 8;
+pub(crate) const SHINGLE: usize = 8;
 /// Slots of the shingle table (direct-mapped, a power of two). The size
 /// is fixed: which entries collide then depends only on the last
 /// `long_max_period` tokens, so a detector started that far back (see
@@ -28,7 +28,7 @@ const RING_START: usize = 64;
 /// Bytes of each token kept for the unit preview.
 const PREVIEW: usize = 24;
 /// Multiplier of the rolling shingle hash.
-const ROLL: u64 = 0x9e37_79b9_7f4a_7c15;
+pub(crate) const ROLL: u64 = 0x9e37_79b9_7f4a_7c15;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Tok {
@@ -96,7 +96,45 @@ impl Build {
 }
 
 /// Short periods tracked (lane `i` is period `i + 1`).
-const W: usize = 16;
+pub(crate) const W: usize = 16;
+
+/// The period rules of a configuration, as the detector applies them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Periods {
+    /// Largest short period (1..=`W`).
+    pub max_p: usize,
+    /// Lane `i`: matches needed for period `i + 1` (`u32::MAX` if unused).
+    pub thr: [u32; W],
+    /// Largest long period (0: no long periods).
+    pub long_max: usize,
+    /// A long period `d` needs `long_mult * d` matches.
+    pub long_mult: usize,
+}
+
+impl Periods {
+    pub(crate) fn of(config: &ClampConfig) -> Self {
+        let w = &config.words;
+        let max_p = w.max_period.clamp(1, W);
+        let long_max = if w.long_max_period > max_p {
+            w.long_max_period.min(4096)
+        } else {
+            0
+        };
+        let mut thr = [u32::MAX; W];
+        for (i, t) in thr[..max_p].iter_mut().enumerate() {
+            *t = w
+                .min_run
+                .max(w.run_per_period.saturating_mul(i + 1))
+                .clamp(1, 4096) as u32;
+        }
+        Periods {
+            max_p,
+            thr,
+            long_max,
+            long_mult: w.long_run_per_period.max(1),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Run {
@@ -197,19 +235,12 @@ pub(crate) fn is_ascii_ws(b: u8) -> bool {
 impl Words {
     pub(crate) fn new(config: &ClampConfig, track_partial: bool) -> Self {
         let w = &config.words;
-        let max_p = w.max_period.clamp(1, W);
-        let long_max = if w.long_max_period > max_p {
-            w.long_max_period.min(4096)
-        } else {
-            0
-        };
-        let mut thr = [u32::MAX; W];
-        for (i, t) in thr[..max_p].iter_mut().enumerate() {
-            *t = w
-                .min_run
-                .max(w.run_per_period.saturating_mul(i + 1))
-                .clamp(1, 4096) as u32;
-        }
+        let Periods {
+            max_p,
+            thr,
+            long_max,
+            long_mult,
+        } = Periods::of(config);
         let max_thr = thr[..max_p].iter().copied().max().unwrap_or(1) as usize;
         let need = (max_p + max_thr).max(4 * long_max) + 64;
         let cap = need.next_power_of_two();
@@ -233,7 +264,7 @@ impl Words {
             min_thr: thr[..max_p].iter().copied().min().unwrap_or(1),
             info: [Run::default(); W],
             long_max,
-            long_mult: w.long_run_per_period.max(1),
+            long_mult,
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
             connector_max_bytes: w

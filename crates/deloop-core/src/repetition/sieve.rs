@@ -1,0 +1,710 @@
+//! The word detector's pre-filter for batch scans: a cheap pass over the
+//! tokens that proves most of a healthy text loop-free, so the exact
+//! detector ([`Words`]) reads only regions around possible loops.
+//!
+//! # What the sieve computes per token
+//!
+//! * A **sieve key**: a hash of the token's case fold with trailing
+//!   punctuation dropped and the ASCII punctuation bytes `. , ; : ! ?`
+//!   zeroed. It is a function of the string the exact key hashes, so two
+//!   tokens with equal exact keys have equal sieve keys (the converse need
+//!   not hold: the sieve only ever errs towards "maybe").
+//! * **Short periods**: one byte of the sieve key of each of the last 16
+//!   tokens, compared at once, and a byte counter per period of how many
+//!   tokens in a row matched. Every exact match is a sieve match, so a
+//!   run the exact detector counts is never longer than the sieve's.
+//! * **Long periods**: whether the shingle (the last [`SHINGLE`] sieve
+//!   keys) occurred among the last `long_max_period` tokens, as a counting
+//!   filter over a sliding window (a count of zero proves absence), and
+//!   how many tokens in a row had a shingle seen before. A long run of `L`
+//!   matches at distance `d <= long_max_period` repeats the shingles of
+//!   its last `L - 7` tokens `d` tokens back.
+//!
+//! # Flags and quiet tokens
+//!
+//! A token **flags** when a short counter reaches its period's threshold
+//! or the shingle streak reaches the fewest a long loop needs
+//! (`long_run_per_period * (max_period + 1) - 7`). Until the first flag,
+//! the exact detector cannot report anything.
+//!
+//! A token `q` is **quiet** when it matches none of the 16 before it and
+//! its shingle occurred nowhere in the window. After a quiet token the
+//! exact detector has no short run (no match) and no long run: a long run
+//! going on at `q` was adopted on a whole repeated shingle and matched
+//! every token since, so the shingle ending at `q` repeats too (and a new
+//! adoption at `q` needs that shingle in its table). Its other state (the
+//! shingle table's live entries, the last tokens, the key ring) depends
+//! only on the last `long_max_period + 8` tokens, because the table has a
+//! fixed size and a stale entry (further back than `long_max_period`)
+//! acts as an empty one.
+//!
+//! So a fresh exact detector started `long_max_period + 8` tokens before a
+//! quiet token is, from that token on, in the state of one that read the
+//! whole text, and it stays so. The scan keeps the start of that token
+//! for the last quiet token; on a flag it reads on (sieve only) to the next
+//! quiet token, runs a fresh exact detector over the region, and goes back
+//! to the sieve unless the detector reported a loop (then it reads on
+//! exactly, as the plain scan would, until its verdict is settled).
+//!
+//! The reference-equivalence tests compare this scan with the exact
+//! detector run over every token.
+
+use super::fold::fold_char;
+use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
+use super::substring::Candidate;
+use super::swar;
+use super::words::{is_ascii_ws, Periods, Stop, Words, ROLL, SHINGLE, W};
+use super::ClampConfig;
+
+/// Multiplier of the `k`-th eight bytes of a sieve key (its `k`-th power).
+const WORD_MUL: u64 = 0xff51_afd7_ed55_8ccd;
+/// Spreads a sieve key before one byte of it is compared.
+const FP_MUL: u64 = 0xc4ce_b9fe_1a85_ec53;
+/// Spreads the shingle hash before its bucket is taken.
+const BUCKET_MUL: u64 = 0x9fb2_1c65_1e98_df25;
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The sieve key of a string built byte by byte (the general path).
+#[derive(Debug, Clone, Copy)]
+struct KeyAcc {
+    acc: u64,
+    buf: u64,
+    n: u32,
+    mul: u64,
+}
+
+impl Default for KeyAcc {
+    fn default() -> Self {
+        KeyAcc {
+            acc: 0,
+            buf: 0,
+            n: 0,
+            mul: 1,
+        }
+    }
+}
+
+impl KeyAcc {
+    #[inline]
+    fn push(&mut self, b: u8) {
+        let b = if matches!(b, b'.' | b',' | b';' | b':' | b'!' | b'?') {
+            0
+        } else {
+            b
+        };
+        self.buf |= u64::from(b) << (8 * self.n);
+        self.n += 1;
+        if self.n == 8 {
+            self.acc = self.acc.wrapping_add(self.buf.wrapping_mul(self.mul));
+            self.mul = self.mul.wrapping_mul(WORD_MUL);
+            self.buf = 0;
+            self.n = 0;
+        }
+    }
+
+    #[inline]
+    fn value(&self) -> u64 {
+        self.acc.wrapping_add(self.buf.wrapping_mul(self.mul))
+    }
+}
+
+/// What one token did to the sieve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Plain,
+    Quiet,
+    Flag,
+}
+
+/// What [`Sieve::run`] looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Flag,
+    Quiet,
+}
+
+/// The pre-filter's state (see the module docs).
+#[derive(Debug, Clone)]
+struct Sieve {
+    /// `0xff` in the bytes of the short periods tracked (two halves:
+    /// periods 1–8 and 9–16).
+    lanes: [u64; 2],
+    /// Per period byte: `0x80` minus its threshold (capped at 128), so a
+    /// counter at the threshold sets the byte's high bit.
+    adj: [u64; 2],
+    /// One byte of the sieve key of each of the last 16 tokens, newest
+    /// first.
+    fp: [u64; 2],
+    /// Per period byte: tokens in a row that matched (meaningful while no
+    /// flag is pending).
+    counts: [u64; 2],
+    long: bool,
+    recent: [u64; SHINGLE],
+    roll: u64,
+    roll_pow: u64,
+    shift: u32,
+    /// Shingles per bucket among the last `window.len()` tokens.
+    count: Vec<u16>,
+    window: Vec<u16>,
+    streak: usize,
+    streak_flag: usize,
+    /// Byte offset where each of the last tokens starts.
+    starts: Vec<usize>,
+    lookback: usize,
+    /// Tokens read.
+    j: usize,
+    /// Where a fresh exact detector may start: `lookback` tokens before
+    /// the last quiet token (or the text's start), as (byte offset, token
+    /// index).
+    restart: (usize, usize),
+    split_cjk: bool,
+    /// Every token's start and sieve key (tests only).
+    #[cfg(test)]
+    trace: Vec<(usize, u64)>,
+}
+
+impl Sieve {
+    fn new(config: &ClampConfig) -> Self {
+        let p = Periods::of(config);
+        let mut lanes = [0u64; 2];
+        let mut adj = [0u64; 2];
+        for i in 0..p.max_p.min(W) {
+            let t = u64::from(p.thr[i].min(128));
+            lanes[i / 8] |= 0xff << (8 * (i % 8));
+            adj[i / 8] |= (0x80 - t) << (8 * (i % 8));
+        }
+        let long = p.long_max > 0;
+        let need = p.long_mult.saturating_mul(p.max_p + 1);
+        let streak_flag = need.saturating_sub(SHINGLE - 1).max(1);
+        // The window holds the shingles of the `win - 1` tokens before the
+        // current one: every distance up to `long_max`.
+        let win = (p.long_max + 1).next_power_of_two();
+        let buckets = (16 * win).max(1 << 12);
+        let lookback = if long { p.long_max + SHINGLE } else { W };
+        let mut roll_pow = 1u64;
+        for _ in 0..SHINGLE {
+            roll_pow = roll_pow.wrapping_mul(ROLL);
+        }
+        Sieve {
+            lanes,
+            adj,
+            fp: [0; 2],
+            counts: [0; 2],
+            long,
+            recent: [0; SHINGLE],
+            roll: 0,
+            roll_pow,
+            shift: 64 - buckets.trailing_zeros(),
+            count: if long { vec![0; buckets] } else { Vec::new() },
+            window: if long { vec![0; win] } else { Vec::new() },
+            streak: 0,
+            streak_flag,
+            starts: vec![0; (lookback + 1).next_power_of_two()],
+            lookback,
+            j: 0,
+            restart: (0, 0),
+            split_cjk: config.words.split_cjk,
+            #[cfg(test)]
+            trace: Vec::new(),
+        }
+    }
+
+    /// Takes one token: its sieve key and where it starts.
+    #[inline(always)]
+    fn token(&mut self, key: u64, start: usize) -> Seen {
+        #[cfg(test)]
+        self.trace.push((start, key));
+        let j = self.j;
+        self.j = j + 1;
+        let f = (key.wrapping_mul(FP_MUL) >> 56) as u8;
+        let [f0, f1] = self.fp;
+        let e0 = ((swar::zero(f0 ^ swar::rep(f)) >> 7).wrapping_mul(0xff)) & self.lanes[0];
+        let e1 = ((swar::zero(f1 ^ swar::rep(f)) >> 7).wrapping_mul(0xff)) & self.lanes[1];
+        self.fp = [f0 << 8 | u64::from(f), f1 << 8 | f0 >> 56];
+        let c0 = self.counts[0].wrapping_add(ONES) & e0;
+        let c1 = self.counts[1].wrapping_add(ONES) & e1;
+        self.counts = [c0, c1];
+        let mut flag =
+            (c0.wrapping_add(self.adj[0]) | c1.wrapping_add(self.adj[1])) & swar::HI != 0;
+        let mut quiet = e0 | e1 == 0;
+        let mask = self.starts.len() - 1;
+        self.starts[j & mask] = start;
+        if self.long {
+            let slot = j % SHINGLE;
+            self.roll = self.roll.wrapping_mul(ROLL).wrapping_add(key);
+            if j >= SHINGLE {
+                self.roll = self
+                    .roll
+                    .wrapping_sub(self.recent[slot].wrapping_mul(self.roll_pow));
+            }
+            self.recent[slot] = key;
+            if j + 1 >= SHINGLE {
+                let wmask = self.window.len() - 1;
+                if j >= self.window.len() + SHINGLE - 1 {
+                    let old = self.window[j & wmask] as usize;
+                    self.count[old] -= 1;
+                }
+                let b = (self.roll.wrapping_mul(BUCKET_MUL) >> self.shift) as usize;
+                let seen = self.count[b] != 0;
+                self.count[b] += 1;
+                self.window[j & wmask] = b as u16;
+                if seen {
+                    self.streak += 1;
+                    flag |= self.streak >= self.streak_flag;
+                    quiet = false;
+                } else {
+                    self.streak = 0;
+                }
+            }
+        }
+        if quiet {
+            self.restart = match j.checked_sub(self.lookback) {
+                Some(t) => (self.starts[t & mask], t),
+                None => (0, 0),
+            };
+            return Seen::Quiet;
+        }
+        if flag {
+            Seen::Flag
+        } else {
+            Seen::Plain
+        }
+    }
+
+    /// Reads tokens from byte `*i` of `s` until one that is `want`ed:
+    /// returns the byte offset where that token ends (`*i` is then past
+    /// it), or `None` at the end of `s`.
+    fn run(&mut self, s: &str, i: &mut usize, want: Want) -> Option<usize> {
+        let hit = |seen: Seen| match want {
+            Want::Flag => seen == Seen::Flag,
+            Want::Quiet => seen == Seen::Quiet,
+        };
+        let b = s.as_bytes();
+        let n = b.len();
+        while *i < n {
+            let c = b[*i];
+            if is_ascii_ws(c) {
+                *i += 1;
+                continue;
+            }
+            if c < 0x80 {
+                let start = *i;
+                let (end, key) = ascii_token(b, start);
+                if end >= n || is_ascii_ws(b[end]) {
+                    *i = end;
+                    if hit(self.token(key, start)) {
+                        return Some(end);
+                    }
+                    continue;
+                }
+                // The token goes on with a character that is not ASCII.
+            }
+            if let Some(end) = self.general(s, i, &hit) {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// Reads the tokens of the span from `*i` to the next ASCII white
+    /// space (or the end) character by character, with the exact
+    /// detector's rules (Unicode white space, CJK characters as tokens).
+    /// Stops after a token `hit` accepts, returning where it ends.
+    fn general(&mut self, s: &str, i: &mut usize, hit: &impl Fn(Seen) -> bool) -> Option<usize> {
+        let b = s.as_bytes();
+        let mut end = *i;
+        while end < b.len() && !is_ascii_ws(b[end]) {
+            end += 1;
+        }
+        let mut active: Option<usize> = None;
+        let mut all = KeyAcc::default();
+        let mut core = all;
+        let mut has_core = false;
+        let span = &s[*i..end];
+        let base = *i;
+        for (k, c) in span.char_indices() {
+            let pos = base + k;
+            let cjk = self.split_cjk && is_cjk(c);
+            if c.is_whitespace() || cjk {
+                if let Some(start) = active.take() {
+                    let key = if has_core { core.value() } else { all.value() };
+                    if hit(self.token(key, start)) {
+                        *i = pos;
+                        return Some(pos);
+                    }
+                }
+                if c.is_whitespace() {
+                    continue;
+                }
+            }
+            if active.is_none() {
+                active = Some(pos);
+                all = KeyAcc::default();
+                has_core = false;
+            }
+            let mut enc = [0u8; 4];
+            fold_char(c, |l| {
+                for &x in l.encode_utf8(&mut enc).as_bytes() {
+                    all.push(x);
+                }
+            });
+            if !is_trailing_punct(c) {
+                core = all;
+                has_core = true;
+            }
+            if cjk {
+                let start = active.take().unwrap_or(pos);
+                let key = if has_core { core.value() } else { all.value() };
+                let after = pos + c.len_utf8();
+                if hit(self.token(key, start)) {
+                    *i = after;
+                    return Some(after);
+                }
+            }
+        }
+        *i = end;
+        if let Some(start) = active {
+            let key = if has_core { core.value() } else { all.value() };
+            if hit(self.token(key, start)) {
+                return Some(end);
+            }
+        }
+        None
+    }
+}
+
+/// Reads the ASCII token that starts at `b[start]` up to the first white
+/// space or non-ASCII byte: returns where it stops and its sieve key
+/// (valid when it stops at white space or the end).
+#[inline(always)]
+fn ascii_token(b: &[u8], start: usize) -> (usize, u64) {
+    let n = b.len();
+    let mut i = start;
+    let mut acc = 0u64;
+    let mut mul = 1u64;
+    loop {
+        let x = match b.get(i..i + 8) {
+            Some(w) => u64::from_le_bytes(w.try_into().unwrap_or([b' '; 8])),
+            None => {
+                let mut w = [b' '; 8];
+                w[..n - i].copy_from_slice(&b[i..]);
+                u64::from_le_bytes(w)
+            }
+        };
+        let stop = swar::stop(x);
+        let k = if stop == 0 {
+            8
+        } else {
+            (stop.trailing_zeros() / 8) as usize
+        };
+        let keep = if k == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * k)) - 1
+        };
+        let t = x & keep;
+        let lower = t | (swar::upper(t) >> 2);
+        let word = lower & !((swar::punct(t) >> 7).wrapping_mul(0xff));
+        acc = acc.wrapping_add(word.wrapping_mul(mul));
+        mul = mul.wrapping_mul(WORD_MUL);
+        i += k;
+        if k < 8 || i >= n {
+            return (i, acc);
+        }
+    }
+}
+
+/// The word detector's batch verdict on `text` (the leftmost loop, as
+/// [`Words`] reading every token finds it), with the sieve in front.
+pub(crate) fn scan_words(
+    text: &str,
+    config: &ClampConfig,
+    lx: &mut LineCtx<'_>,
+) -> Option<Candidate> {
+    let mut sieve = Sieve::new(config);
+    let mut i = 0;
+    // The last region's detector, in step with a whole-text scan up to
+    // where the region ended, and the token it counts from.
+    let mut last: Option<(Words, usize, usize)> = None;
+    loop {
+        sieve.run(text, &mut i, Want::Flag)?;
+        let (mut from, mut first) = sieve.restart;
+        let until = sieve.run(text, &mut i, Want::Quiet);
+        // A fresh detector must not start inside the last region (it
+        // could see a loop there that the whole-text scan does not): go
+        // on with that region's detector instead.
+        let mut w = match last.take() {
+            Some((w, end, f)) if from < end => {
+                from = end;
+                first = f;
+                w
+            }
+            _ => Words::new(config, false),
+        };
+        // The fresh detector counts tokens from `first`.
+        let whole = |c: Candidate| Candidate {
+            keep_tokens: c.keep_tokens + first as u64,
+            ..c
+        };
+        let Some(q) = until else {
+            return exact_from(&mut w, text, from, lx).map(whole);
+        };
+        if w.feed(&text[from..q], from, lx, Stop::Settled).is_some() {
+            return w.best.map(whole);
+        }
+        w.finish(q, lx);
+        if w.best.is_some() {
+            return exact_from(&mut w, text, q, lx).map(whole);
+        }
+        last = Some((w, q, first));
+    }
+}
+
+/// Reads `text[from..]` with `w` until its verdict is settled.
+fn exact_from(w: &mut Words, text: &str, from: usize, lx: &mut LineCtx<'_>) -> Option<Candidate> {
+    if w.feed(&text[from..], from, lx, Stop::Settled).is_none() {
+        w.finish(text.len(), lx);
+    }
+    w.best.take()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repetition::healthy::{Lines, Src};
+    use proptest::prelude::*;
+
+    fn plain(text: &str, config: &ClampConfig) -> Option<Candidate> {
+        let mut lines = Lines::default();
+        let mut lx = LineCtx {
+            lines: &mut lines,
+            src: Src {
+                bytes: text.as_bytes(),
+                base: 0,
+            },
+        };
+        let mut w = Words::new(config, false);
+        exact_from(&mut w, text, 0, &mut lx)
+    }
+
+    fn sieved(text: &str, config: &ClampConfig) -> Option<Candidate> {
+        let mut lines = Lines::default();
+        let mut lx = LineCtx {
+            lines: &mut lines,
+            src: Src {
+                bytes: text.as_bytes(),
+                base: 0,
+            },
+        };
+        scan_words(text, config, &mut lx)
+    }
+
+    /// Spellings with equal exact keys (case, trailing punctuation,
+    /// folds to ASCII), so a loop can change spelling from copy to copy.
+    const VARIANTS: [&[&str]; 6] = [
+        &["de", "De,", "DE…", "de.", "dE;"],
+        &["straße", "STRASSE", "Strasse!"],
+        &["so", "ſo", "SO?"],
+        &["σοφος", "ΣΟΦΟΣ", "σοφοσ"],
+        &["高", "高。"],
+        &["the", "The", "THE:"],
+    ];
+
+    /// Long texts: filler with a large vocabulary (many quiet tokens)
+    /// around loops of every period up to 300 tokens, near-loops one
+    /// copy short, spelling variants, CJK, Unicode white space and
+    /// structure.
+    fn text() -> impl Strategy<Value = String> {
+        let filler = (1..400usize, any::<u64>()).prop_map(|(n, seed)| {
+            let mut x = seed | 1;
+            let mut out = String::new();
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match x % 16 {
+                    0 => out.push_str("the "),
+                    1 => out.push_str("of "),
+                    2 => out.push_str("é高 "),
+                    3 => out.push_str("x\u{a0}y "),
+                    _ => out.push_str(&format!("v{} ", x % 5000)),
+                }
+            }
+            out
+        });
+        let unit = (1..300usize, 1..5usize, any::<u64>(), any::<bool>()).prop_map(
+            |(k, times, seed, vary)| {
+                let mut out = String::new();
+                for copy in 0..times {
+                    let mut x = seed | 1;
+                    for t in 0..k {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let v = VARIANTS[(x >> 8) as usize % VARIANTS.len()];
+                        if x % 3 == 0 {
+                            let pick = if vary { (copy + t) % v.len() } else { 0 };
+                            out.push_str(v[pick]);
+                        } else {
+                            out.push_str(&format!("u{}", x % 997));
+                        }
+                        out.push(if t % 11 == 10 { '\n' } else { ' ' });
+                    }
+                }
+                out
+            },
+        );
+        // Short loops of variant spellings only.
+        let spelled = (1..4usize, 10..40usize, any::<u64>()).prop_map(|(k, times, seed)| {
+            let mut out = String::new();
+            for copy in 0..times {
+                for t in 0..k {
+                    let v = VARIANTS[(seed as usize + t) % VARIANTS.len()];
+                    // No period in the spellings either.
+                    let h = (seed ^ (copy * 31 + t) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    out.push_str(v[(h >> 60) as usize % v.len()]);
+                    out.push(' ');
+                }
+            }
+            out
+        });
+        let structure = prop::sample::select(vec![
+            "\n```\n",
+            "\n| a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a | a |\n",
+            "\n",
+            ". . . . . . . . . . . . . . . . . . . . . . . . . .",
+            "高高高高高高高高高高高高高高高高高高高高",
+        ])
+        .prop_map(str::to_string);
+        let piece = prop_oneof![6 => filler, 4 => unit, 1 => spelled, 1 => structure];
+        prop::collection::vec(piece, 0..30).prop_map(|v| v.concat())
+    }
+
+    fn configs() -> Vec<ClampConfig> {
+        let mut short = ClampConfig::default();
+        short.words.long_max_period = 40;
+        let mut eager = ClampConfig::default();
+        eager.words.min_run = 3;
+        eager.words.run_per_period = 1;
+        eager.words.long_run_per_period = 1;
+        let mut small = ClampConfig::default();
+        small.words.max_period = 4;
+        small.words.long_max_period = 300;
+        small.words.ignore_trailing_punctuation = false;
+        small.words.split_cjk = false;
+        vec![
+            ClampConfig::default(),
+            ClampConfig::seed_compat(),
+            short,
+            eager,
+            small,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+        ))]
+
+        /// The sieve's scan reports exactly what the exact detector
+        /// reports reading every token.
+        #[test]
+        fn sieve_equals_the_exact_scan(text in text()) {
+            for config in configs() {
+                prop_assert_eq!(sieved(&text, &config), plain(&text, &config));
+            }
+        }
+    }
+
+    /// The tokens as the exact detector reads them: split at Unicode
+    /// white space, CJK characters alone (with `split_cjk`); with the
+    /// string its key hashes (the case fold, trailing punctuation
+    /// dropped unless that leaves nothing).
+    fn spec_tokens(text: &str, split_cjk: bool) -> Vec<(usize, String)> {
+        let mut out: Vec<(usize, Vec<char>)> = Vec::new();
+        let mut open = false;
+        for (i, c) in text.char_indices() {
+            if c.is_whitespace() {
+                open = false;
+                continue;
+            }
+            let cjk = split_cjk && is_cjk(c);
+            if !open || cjk {
+                out.push((i, Vec::new()));
+            }
+            if let Some(last) = out.last_mut() {
+                last.1.push(c);
+            }
+            open = !cjk;
+        }
+        out.into_iter()
+            .map(|(i, cs)| {
+                let mut n = cs.len();
+                while n > 0 && is_trailing_punct(cs[n - 1]) {
+                    n -= 1;
+                }
+                let core = if n == 0 { &cs[..] } else { &cs[..n] };
+                let mut folded = String::new();
+                for &c in core {
+                    fold_char(c, |l| folded.push(l));
+                }
+                (i, folded)
+            })
+            .collect()
+    }
+
+    fn sieve_tokens(text: &str, config: &ClampConfig) -> Vec<(usize, u64)> {
+        let mut sv = Sieve::new(config);
+        let mut i = 0;
+        while sv.run(text, &mut i, Want::Flag).is_some() {}
+        sv.trace
+    }
+
+    /// Same tokens as the exact detector, and equal key strings give
+    /// equal sieve keys (both read paths: ASCII words and characters).
+    fn check_tokens(text: &str, split_cjk: bool) -> Result<(), TestCaseError> {
+        let mut config = ClampConfig::default();
+        config.words.split_cjk = split_cjk;
+        let spec = spec_tokens(text, split_cjk);
+        let got = sieve_tokens(text, &config);
+        let starts: Vec<usize> = got.iter().map(|t| t.0).collect();
+        let want: Vec<usize> = spec.iter().map(|t| t.0).collect();
+        prop_assert_eq!(starts, want);
+        let mut by_string = std::collections::HashMap::new();
+        for ((_, key), (_, string)) in got.iter().zip(&spec) {
+            let first = *by_string.entry(string.clone()).or_insert(*key);
+            prop_assert_eq!(first, *key, "{:?}", string);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn variant_spellings_share_a_sieve_key() {
+        // (`高。` is two tokens when CJK characters are split.)
+        let mut whole = ClampConfig::default();
+        whole.words.split_cjk = false;
+        for group in VARIANTS {
+            let text = group.join(" ");
+            let keys: Vec<u64> = sieve_tokens(&text, &whole).iter().map(|t| t.1).collect();
+            assert_eq!(keys.len(), group.len(), "{text}");
+            assert!(keys.iter().all(|&k| k == keys[0]), "{text}");
+        }
+        // Different words keep different keys.
+        let keys = sieve_tokens("de del ed d e", &ClampConfig::default());
+        let mut distinct: Vec<u64> = keys.iter().map(|t| t.1).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 5);
+    }
+
+    proptest! {
+        #[test]
+        fn sieve_tokens_follow_the_exact_rules(
+            words in prop::collection::vec(
+                "[a-cA-C.,;:!?…。高é ſßΣσς\u{a0}\u{3000}\t\n]{0,12}", 0..40),
+            split_cjk in any::<bool>(),
+        ) {
+            check_tokens(&words.join(" "), split_cjk)?;
+        }
+    }
+}
