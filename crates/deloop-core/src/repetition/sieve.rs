@@ -60,11 +60,18 @@ use super::ClampConfig;
 const WORD_MUL: u64 = 0xff51_afd7_ed55_8ccd;
 /// Spreads a sieve key before one byte of it is compared.
 const FP_MUL: u64 = 0xc4ce_b9fe_1a85_ec53;
-/// Spreads the shingle hash before its bucket is taken.
-const BUCKET_MUL: u64 = 0x9fb2_1c65_1e98_df25;
 const ONES: u64 = 0x0101_0101_0101_0101;
+/// OR-ed into every byte of a sieve key (ASCII letters to lowercase).
+const LOW: u64 = 0x2020_2020_2020_2020;
 
-/// The sieve key of a string built byte by byte (the general path).
+/// ASCII trailing punctuation `. , ; : ! ?` (as `is_trailing_punct`).
+#[inline(always)]
+fn is_punct(b: u8) -> bool {
+    matches!(b, b'.' | b',' | b';' | b':' | b'!' | b'?')
+}
+
+/// The sieve key of a string built byte by byte (the general path): the
+/// same function as the ASCII path computes eight bytes at a time.
 #[derive(Debug, Clone, Copy)]
 struct KeyAcc {
     acc: u64,
@@ -87,12 +94,7 @@ impl Default for KeyAcc {
 impl KeyAcc {
     #[inline]
     fn push(&mut self, b: u8) {
-        let b = if matches!(b, b'.' | b',' | b';' | b':' | b'!' | b'?') {
-            0
-        } else {
-            b
-        };
-        self.buf |= u64::from(b) << (8 * self.n);
+        self.buf |= u64::from(b | 0x20) << (8 * self.n);
         self.n += 1;
         if self.n == 8 {
             self.acc = self.acc.wrapping_add(self.buf.wrapping_mul(self.mul));
@@ -108,59 +110,65 @@ impl KeyAcc {
     }
 }
 
-/// What one token did to the sieve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seen {
-    Plain,
-    Quiet,
-    Flag,
-}
+/// [`Sieve::token`]'s result bits: the token is quiet, the token flags.
+const QUIET: u8 = 1;
+const FLAG: u8 = 2;
 
-/// What [`Sieve::run`] looks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Want {
-    Flag,
-    Quiet,
-}
-
-/// The pre-filter's state (see the module docs).
+/// The settings the sieve reads on every token.
 #[derive(Debug, Clone)]
-struct Sieve {
+struct Fixed {
     /// `0xff` in the bytes of the short periods tracked (two halves:
     /// periods 1–8 and 9–16).
     lanes: [u64; 2],
     /// Per period byte: `0x80` minus its threshold (capped at 128), so a
     /// counter at the threshold sets the byte's high bit.
     adj: [u64; 2],
+    long: bool,
+    roll_pow: u64,
+    shift: u32,
+    streak_flag: usize,
+    lookback: usize,
+    split_cjk: bool,
+}
+
+/// The state that changes on every token (kept in registers while
+/// [`Sieve::run`] reads).
+#[derive(Debug, Clone, Copy, Default)]
+struct Hot {
     /// One byte of the sieve key of each of the last 16 tokens, newest
     /// first.
     fp: [u64; 2],
     /// Per period byte: tokens in a row that matched (meaningful while no
     /// flag is pending).
     counts: [u64; 2],
-    long: bool,
-    recent: [u64; SHINGLE],
     roll: u64,
-    roll_pow: u64,
-    shift: u32,
-    /// Shingles per bucket among the last `window.len()` tokens.
-    count: Vec<u16>,
-    window: Vec<u16>,
     streak: usize,
-    streak_flag: usize,
-    /// Byte offset where each of the last tokens starts.
-    starts: Vec<usize>,
-    lookback: usize,
     /// Tokens read.
     j: usize,
-    /// Where a fresh exact detector may start: `lookback` tokens before
-    /// the last quiet token (or the text's start), as (byte offset, token
-    /// index).
-    restart: (usize, usize),
-    split_cjk: bool,
+    /// One past the index of the last quiet token (0: none yet).
+    quiet_at: usize,
+}
+
+/// The sieve's tables.
+#[derive(Debug, Clone)]
+struct Tables {
+    recent: [u64; SHINGLE],
+    /// Shingles per bucket among the last `window.len() - 1` tokens.
+    count: Vec<u16>,
+    window: Vec<u16>,
+    /// Byte offset where each of the last tokens starts.
+    starts: Vec<usize>,
     /// Every token's start and sieve key (tests only).
     #[cfg(test)]
     trace: Vec<(usize, u64)>,
+}
+
+/// The pre-filter's state (see the module docs).
+#[derive(Debug, Clone)]
+struct Sieve {
+    fixed: Fixed,
+    hot: Hot,
+    tables: Tables,
 }
 
 impl Sieve {
@@ -186,232 +194,248 @@ impl Sieve {
             roll_pow = roll_pow.wrapping_mul(ROLL);
         }
         Sieve {
-            lanes,
-            adj,
-            fp: [0; 2],
-            counts: [0; 2],
-            long,
-            recent: [0; SHINGLE],
-            roll: 0,
-            roll_pow,
-            shift: 64 - buckets.trailing_zeros(),
-            count: if long { vec![0; buckets] } else { Vec::new() },
-            window: if long { vec![0; win] } else { Vec::new() },
-            streak: 0,
-            streak_flag,
-            starts: vec![0; (lookback + 1).next_power_of_two()],
-            lookback,
-            j: 0,
-            restart: (0, 0),
-            split_cjk: config.words.split_cjk,
-            #[cfg(test)]
-            trace: Vec::new(),
+            fixed: Fixed {
+                lanes,
+                adj,
+                long,
+                roll_pow,
+                shift: 64 - buckets.trailing_zeros(),
+                streak_flag,
+                lookback,
+                split_cjk: config.words.split_cjk,
+            },
+            hot: Hot::default(),
+            tables: Tables {
+                recent: [0; SHINGLE],
+                count: if long { vec![0; buckets] } else { Vec::new() },
+                window: if long { vec![0; win] } else { Vec::new() },
+                starts: vec![0; (2 * lookback + 1024).next_power_of_two()],
+                #[cfg(test)]
+                trace: Vec::new(),
+            },
         }
     }
 
-    /// Takes one token: its sieve key and where it starts.
-    #[inline(always)]
-    fn token(&mut self, key: u64, start: usize) -> Seen {
-        #[cfg(test)]
-        self.trace.push((start, key));
-        let j = self.j;
-        self.j = j + 1;
-        let f = (key.wrapping_mul(FP_MUL) >> 56) as u8;
-        let [f0, f1] = self.fp;
-        let e0 = ((swar::zero(f0 ^ swar::rep(f)) >> 7).wrapping_mul(0xff)) & self.lanes[0];
-        let e1 = ((swar::zero(f1 ^ swar::rep(f)) >> 7).wrapping_mul(0xff)) & self.lanes[1];
-        self.fp = [f0 << 8 | u64::from(f), f1 << 8 | f0 >> 56];
-        let c0 = self.counts[0].wrapping_add(ONES) & e0;
-        let c1 = self.counts[1].wrapping_add(ONES) & e1;
-        self.counts = [c0, c1];
-        let mut flag =
-            (c0.wrapping_add(self.adj[0]) | c1.wrapping_add(self.adj[1])) & swar::HI != 0;
-        let mut quiet = e0 | e1 == 0;
-        let mask = self.starts.len() - 1;
-        self.starts[j & mask] = start;
-        if self.long {
-            let slot = j % SHINGLE;
-            self.roll = self.roll.wrapping_mul(ROLL).wrapping_add(key);
-            if j >= SHINGLE {
-                self.roll = self
-                    .roll
-                    .wrapping_sub(self.recent[slot].wrapping_mul(self.roll_pow));
-            }
-            self.recent[slot] = key;
-            if j + 1 >= SHINGLE {
-                let wmask = self.window.len() - 1;
-                if j >= self.window.len() + SHINGLE - 1 {
-                    let old = self.window[j & wmask] as usize;
-                    self.count[old] -= 1;
-                }
-                let b = (self.roll.wrapping_mul(BUCKET_MUL) >> self.shift) as usize;
-                let seen = self.count[b] != 0;
-                self.count[b] += 1;
-                self.window[j & wmask] = b as u16;
-                if seen {
-                    self.streak += 1;
-                    flag |= self.streak >= self.streak_flag;
-                    quiet = false;
-                } else {
-                    self.streak = 0;
-                }
-            }
-        }
-        if quiet {
-            self.restart = match j.checked_sub(self.lookback) {
-                Some(t) => (self.starts[t & mask], t),
-                None => (0, 0),
-            };
-            return Seen::Quiet;
-        }
-        if flag {
-            Seen::Flag
-        } else {
-            Seen::Plain
-        }
-    }
-
-    /// Reads tokens from byte `*i` of `s` until one that is `want`ed:
-    /// returns the byte offset where that token ends (`*i` is then past
-    /// it), or `None` at the end of `s`.
-    fn run(&mut self, s: &str, i: &mut usize, want: Want) -> Option<usize> {
-        let hit = |seen: Seen| match want {
-            Want::Flag => seen == Seen::Flag,
-            Want::Quiet => seen == Seen::Quiet,
+    /// Where a fresh exact detector may start, as (byte offset, token
+    /// index): `lookback` tokens before the last quiet token, or the
+    /// text's start (also when that token's start is no longer kept).
+    fn restart(&self) -> (usize, usize) {
+        let Some(q) = self.hot.quiet_at.checked_sub(1) else {
+            return (0, 0);
         };
+        let starts = &self.tables.starts;
+        match q.checked_sub(self.fixed.lookback) {
+            Some(t) if self.hot.j - t <= starts.len() => (starts[t & (starts.len() - 1)], t),
+            _ => (0, 0),
+        }
+    }
+
+    /// Reads tokens from byte `*i` of `s` until one whose result has a
+    /// `WANT` bit: returns the byte offset where that token ends (`*i`
+    /// is then at or past it), or `None` at the end of `s`.
+    fn run<const WANT: u8>(&mut self, s: &str, i: &mut usize) -> Option<usize> {
         let b = s.as_bytes();
         let n = b.len();
-        while *i < n {
-            let c = b[*i];
-            if is_ascii_ws(c) {
-                *i += 1;
+        let f = &self.fixed;
+        let t = &mut self.tables;
+        let mut h = self.hot;
+        let mut p = *i;
+        let found = loop {
+            if p >= n {
+                break None;
+            }
+            let x = load(b, p);
+            let ws = swar::ws(x);
+            if ws & 0x80 != 0 {
+                // Skip white space (eight bytes at most per step).
+                p += ((!ws & swar::HI).trailing_zeros() / 8) as usize;
                 continue;
             }
-            if c < 0x80 {
-                let start = *i;
-                let (end, key) = ascii_token(b, start);
-                if end >= n || is_ascii_ws(b[end]) {
-                    *i = end;
-                    if hit(self.token(key, start)) {
-                        return Some(end);
-                    }
-                    continue;
-                }
+            let start = p;
+            let mut x = x;
+            let mut acc = 0u64;
+            let mut mul = 1u64;
+            let mut stop = swar::stop(x);
+            while stop == 0 {
+                acc = acc.wrapping_add((x | LOW).wrapping_mul(mul));
+                mul = mul.wrapping_mul(WORD_MUL);
+                p += 8;
+                x = load(b, p);
+                stop = swar::stop(x);
+            }
+            let k = (stop.trailing_zeros() / 8) as usize;
+            let end = p + k;
+            if end < n && b[end] >= 0x80 {
                 // The token goes on with a character that is not ASCII.
-            }
-            if let Some(end) = self.general(s, i, &hit) {
-                return Some(end);
-            }
-        }
-        None
-    }
-
-    /// Reads the tokens of the span from `*i` to the next ASCII white
-    /// space (or the end) character by character, with the exact
-    /// detector's rules (Unicode white space, CJK characters as tokens).
-    /// Stops after a token `hit` accepts, returning where it ends.
-    fn general(&mut self, s: &str, i: &mut usize, hit: &impl Fn(Seen) -> bool) -> Option<usize> {
-        let b = s.as_bytes();
-        let mut end = *i;
-        while end < b.len() && !is_ascii_ws(b[end]) {
-            end += 1;
-        }
-        let mut active: Option<usize> = None;
-        let mut all = KeyAcc::default();
-        let mut core = all;
-        let mut has_core = false;
-        let span = &s[*i..end];
-        let base = *i;
-        for (k, c) in span.char_indices() {
-            let pos = base + k;
-            let cjk = self.split_cjk && is_cjk(c);
-            if c.is_whitespace() || cjk {
-                if let Some(start) = active.take() {
-                    let key = if has_core { core.value() } else { all.value() };
-                    if hit(self.token(key, start)) {
-                        *i = pos;
-                        return Some(pos);
-                    }
-                }
-                if c.is_whitespace() {
-                    continue;
+                p = start;
+                match general(f, &mut h, t, s, &mut p, WANT) {
+                    Some(e) => break Some(e),
+                    None => continue,
                 }
             }
-            if active.is_none() {
-                active = Some(pos);
-                all = KeyAcc::default();
-                has_core = false;
+            let last = b[end - 1];
+            let key = if !is_punct(last) {
+                acc.wrapping_add(((x | LOW) & ((1u64 << (8 * k)) - 1)).wrapping_mul(mul))
+            } else if k >= 2 && !is_punct(b[end - 2]) {
+                let c = k - 1;
+                acc.wrapping_add(((x | LOW) & ((1u64 << (8 * c)) - 1)).wrapping_mul(mul))
+            } else {
+                ascii_key(&b[start..end])
+            };
+            // `b[end]` is white space (or past the end): skip it.
+            p = end + 1;
+            if token(f, &mut h, t, key, start) & WANT != 0 {
+                break Some(end);
             }
-            let mut enc = [0u8; 4];
-            fold_char(c, |l| {
-                for &x in l.encode_utf8(&mut enc).as_bytes() {
-                    all.push(x);
-                }
-            });
-            if !is_trailing_punct(c) {
-                core = all;
-                has_core = true;
-            }
-            if cjk {
-                let start = active.take().unwrap_or(pos);
-                let key = if has_core { core.value() } else { all.value() };
-                let after = pos + c.len_utf8();
-                if hit(self.token(key, start)) {
-                    *i = after;
-                    return Some(after);
-                }
-            }
-        }
-        *i = end;
-        if let Some(start) = active {
-            let key = if has_core { core.value() } else { all.value() };
-            if hit(self.token(key, start)) {
-                return Some(end);
-            }
-        }
-        None
+        };
+        self.hot = h;
+        *i = p;
+        found
     }
 }
 
-/// Reads the ASCII token that starts at `b[start]` up to the first white
-/// space or non-ASCII byte: returns where it stops and its sieve key
-/// (valid when it stops at white space or the end).
+/// Eight bytes of `b` from `p` (little-endian), padded with spaces past
+/// the end.
 #[inline(always)]
-fn ascii_token(b: &[u8], start: usize) -> (usize, u64) {
-    let n = b.len();
-    let mut i = start;
-    let mut acc = 0u64;
-    let mut mul = 1u64;
-    loop {
-        let x = match b.get(i..i + 8) {
-            Some(w) => u64::from_le_bytes(w.try_into().unwrap_or([b' '; 8])),
-            None => {
-                let mut w = [b' '; 8];
-                w[..n - i].copy_from_slice(&b[i..]);
-                u64::from_le_bytes(w)
-            }
-        };
-        let stop = swar::stop(x);
-        let k = if stop == 0 {
-            8
-        } else {
-            (stop.trailing_zeros() / 8) as usize
-        };
-        let keep = if k == 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * k)) - 1
-        };
-        let t = x & keep;
-        let lower = t | (swar::upper(t) >> 2);
-        let word = lower & !((swar::punct(t) >> 7).wrapping_mul(0xff));
-        acc = acc.wrapping_add(word.wrapping_mul(mul));
-        mul = mul.wrapping_mul(WORD_MUL);
-        i += k;
-        if k < 8 || i >= n {
-            return (i, acc);
+fn load(b: &[u8], p: usize) -> u64 {
+    match b.get(p..p + 8) {
+        Some(w) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            u64::from_le_bytes(a)
+        }
+        None => {
+            let mut a = [b' '; 8];
+            let rest = b.get(p..).unwrap_or(&[]);
+            a[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(a)
         }
     }
+}
+
+/// The sieve key of an ASCII token, byte by byte (the rare shapes the
+/// eight-byte path leaves out).
+fn ascii_key(tok: &[u8]) -> u64 {
+    let core = tok.iter().rposition(|&c| !is_punct(c)).map_or(0, |i| i + 1);
+    let mut k = KeyAcc::default();
+    for &c in &tok[..core] {
+        k.push(c);
+    }
+    k.value()
+}
+
+/// Takes one token: its sieve key and where it starts. Returns [`QUIET`]
+/// and [`FLAG`] bits.
+#[inline(always)]
+fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> u8 {
+    #[cfg(test)]
+    t.trace.push((start, key));
+    let j = h.j;
+    h.j = j + 1;
+    let fb = (key.wrapping_mul(FP_MUL) >> 56) as u8;
+    let [f0, f1] = h.fp;
+    let e0 = ((swar::zero(f0 ^ swar::rep(fb)) >> 7).wrapping_mul(0xff)) & f.lanes[0];
+    let e1 = ((swar::zero(f1 ^ swar::rep(fb)) >> 7).wrapping_mul(0xff)) & f.lanes[1];
+    h.fp = [f0 << 8 | u64::from(fb), f1 << 8 | f0 >> 56];
+    let c0 = h.counts[0].wrapping_add(ONES) & e0;
+    let c1 = h.counts[1].wrapping_add(ONES) & e1;
+    h.counts = [c0, c1];
+    let mut flag = (c0.wrapping_add(f.adj[0]) | c1.wrapping_add(f.adj[1])) & swar::HI != 0;
+    let mut quiet = e0 | e1 == 0;
+    let smask = t.starts.len() - 1;
+    t.starts[j & smask] = start;
+    if f.long {
+        let slot = j % SHINGLE;
+        h.roll = h.roll.wrapping_mul(ROLL).wrapping_add(key);
+        if j >= SHINGLE {
+            h.roll = h.roll.wrapping_sub(t.recent[slot].wrapping_mul(f.roll_pow));
+        }
+        t.recent[slot] = key;
+        if j + 1 >= SHINGLE {
+            let wmask = t.window.len() - 1;
+            if j >= t.window.len() + SHINGLE - 1 {
+                let old = t.window[j & wmask] as usize;
+                t.count[old] -= 1;
+            }
+            // The top bits of the rolling hash depend on every key in it.
+            let b = (h.roll >> f.shift) as usize;
+            let seen = t.count[b] != 0;
+            t.count[b] += 1;
+            t.window[j & wmask] = b as u16;
+            h.streak = if seen { h.streak + 1 } else { 0 };
+            flag |= h.streak >= f.streak_flag;
+            quiet &= !seen;
+        }
+    }
+    h.quiet_at = if quiet { j + 1 } else { h.quiet_at };
+    u8::from(quiet) | u8::from(flag) << 1
+}
+
+/// Reads the tokens of the span from `*i` to the next ASCII white space
+/// (or the end) character by character, with the exact detector's rules
+/// (Unicode white space, CJK characters as tokens). Stops after a token
+/// whose result has a `want` bit, returning where it ends.
+fn general(
+    f: &Fixed,
+    h: &mut Hot,
+    t: &mut Tables,
+    s: &str,
+    i: &mut usize,
+    want: u8,
+) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut end = *i;
+    while end < b.len() && !is_ascii_ws(b[end]) {
+        end += 1;
+    }
+    let mut active: Option<usize> = None;
+    let mut all = KeyAcc::default();
+    let mut core = all;
+    let base = *i;
+    for (k, c) in s[base..end].char_indices() {
+        let pos = base + k;
+        let cjk = f.split_cjk && is_cjk(c);
+        if c.is_whitespace() || cjk {
+            if let Some(start) = active.take() {
+                if token(f, h, t, core.value(), start) & want != 0 {
+                    *i = pos;
+                    return Some(pos);
+                }
+            }
+            if c.is_whitespace() {
+                continue;
+            }
+        }
+        if active.is_none() {
+            active = Some(pos);
+            all = KeyAcc::default();
+            core = all;
+        }
+        let mut enc = [0u8; 4];
+        fold_char(c, |l| {
+            for &x in l.encode_utf8(&mut enc).as_bytes() {
+                all.push(x);
+            }
+        });
+        if !is_trailing_punct(c) {
+            core = all;
+        }
+        if cjk {
+            let start = active.take().unwrap_or(pos);
+            let after = pos + c.len_utf8();
+            if token(f, h, t, core.value(), start) & want != 0 {
+                *i = after;
+                return Some(after);
+            }
+        }
+    }
+    *i = end;
+    if let Some(start) = active {
+        if token(f, h, t, core.value(), start) & want != 0 {
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// The word detector's batch verdict on `text` (the leftmost loop, as
@@ -427,9 +451,9 @@ pub(crate) fn scan_words(
     // where the region ended, and the token it counts from.
     let mut last: Option<(Words, usize, usize)> = None;
     loop {
-        sieve.run(text, &mut i, Want::Flag)?;
-        let (mut from, mut first) = sieve.restart;
-        let until = sieve.run(text, &mut i, Want::Quiet);
+        sieve.run::<FLAG>(text, &mut i)?;
+        let (mut from, mut first) = sieve.restart();
+        let until = sieve.run::<QUIET>(text, &mut i);
         // A fresh detector must not start inside the last region (it
         // could see a loop there that the whole-text scan does not): go
         // on with that region's detector instead.
@@ -656,8 +680,8 @@ mod tests {
     fn sieve_tokens(text: &str, config: &ClampConfig) -> Vec<(usize, u64)> {
         let mut sv = Sieve::new(config);
         let mut i = 0;
-        while sv.run(text, &mut i, Want::Flag).is_some() {}
-        sv.trace
+        while sv.run::<FLAG>(text, &mut i).is_some() {}
+        sv.tables.trace
     }
 
     /// Same tokens as the exact detector, and equal key strings give

@@ -42,6 +42,13 @@ pub(crate) fn stop(x: u64) -> u64 {
     (x & HI) | range7(y, 0x09, 0x0d) | zero(y ^ rep(b' '))
 }
 
+/// ASCII white space (U+0009..=U+000D, U+0020).
+#[inline(always)]
+pub(crate) fn ws(x: u64) -> u64 {
+    let y = x & LO7;
+    (range7(y, 0x09, 0x0d) | zero(y ^ rep(b' '))) & !x & HI
+}
+
 /// ASCII capitals (bytes below 0x80).
 #[inline(always)]
 pub(crate) fn upper(t: u64) -> u64 {
@@ -82,6 +89,7 @@ mod tests {
                 let bit = |m: u64| m >> (8 * lane + 7) & 1 == 1;
                 assert_eq!(bit(stop(x)), v >= 0x80 || matches!(v, 9..=13 | 32), "{v}");
                 assert_eq!(count(stop(x)), stop(x).count_ones(), "{v}");
+                assert_eq!(bit(ws(x)), matches!(v, 9..=13 | 32), "{v}");
                 let expect: u32 = (0..8)
                     .filter(|&l| (x >> (8 * l)) as u8 == b'a')
                     .map(|l| 1 << l)
