@@ -4,50 +4,54 @@
 //!
 //! # What the sieve computes per token
 //!
-//! * A **sieve key**: a hash of the token's case fold with trailing
-//!   punctuation dropped and the ASCII punctuation bytes `. , ; : ! ?`
-//!   zeroed. It is a function of the string the exact key hashes, so two
-//!   tokens with equal exact keys have equal sieve keys (the converse need
-//!   not hold: the sieve only ever errs towards "maybe").
-//! * **Short periods**: one byte of the sieve key of each of the last 16
-//!   tokens, compared at once, and a byte counter per period of how many
-//!   tokens in a row matched. Every exact match is a sieve match, so a
-//!   run the exact detector counts is never longer than the sieve's.
-//! * **Long periods**: whether the shingle (the last [`SHINGLE`] sieve
-//!   keys) occurred among the last `long_max_period` tokens, as a counting
-//!   filter over a sliding window (a count of zero proves absence), and
-//!   how many tokens in a row had a shingle seen before. A long run of `L`
-//!   matches at distance `d <= long_max_period` repeats the shingles of
-//!   its last `L - 7` tokens `d` tokens back.
+//! * A **sieve key**: the bytes of the token's case fold up to its last
+//!   character that is not trailing punctuation (none when all of it is),
+//!   each OR-ed with `0x20`, summed eight at a time with a multiplier per
+//!   word. ASCII words of up to eight bytes take one load and a mask. It
+//!   is a function of the string the exact key hashes, so two tokens with
+//!   equal exact keys have equal sieve keys (the converse need not hold:
+//!   the sieve only ever errs towards "maybe").
+//! * Whether its **shingle** (the last [`SHINGLE`] sieve keys, as a
+//!   rolling hash) occurred among the shingles of the tokens before it,
+//!   as far back as the longest period (short or long): a counting filter
+//!   over a sliding window, where a count of zero proves absence.
+//!
+//! A run of `L` exact matches at any distance `d` within the window
+//! repeats, `d` tokens back, the shingles of its last `L - 7` tokens: a
+//! streak of seen shingles that long.
 //!
 //! # Flags and quiet tokens
 //!
-//! A token **flags** when a short counter reaches its period's threshold
-//! or the shingle streak reaches the fewest a long loop needs
-//! (`long_run_per_period * (max_period + 1) - 7`). Until the first flag,
-//! the exact detector cannot report anything.
+//! A token **flags** when the streak reaches 7 less than the fewest
+//! matches any loop needs, the smaller of `min_run` and
+//! `long_run_per_period * (max_period + 1)` (a configuration whose loops
+//! can need fewer than 8 matches is not sieved at all). Until the first
+//! flag, the exact detector cannot report anything.
 //!
-//! A token `q` is **quiet** when it matches none of the 16 before it and
-//! its shingle occurred nowhere in the window. After a quiet token the
-//! exact detector has no short run (no match) and no long run: a long run
-//! going on at `q` was adopted on a whole repeated shingle and matched
-//! every token since, so the shingle ending at `q` repeats too (and a new
-//! adoption at `q` needs that shingle in its table). Its other state (the
-//! shingle table's live entries, the last tokens, the key ring) depends
-//! only on the last `long_max_period + 8` tokens, because the table has a
-//! fixed size and a stale entry (further back than `long_max_period`)
-//! acts as an empty one.
+//! A token `q` is **quiet** when its sieve key differs from those of the
+//! `max_period` tokens before it and its shingle was not seen. After a
+//! quiet token the exact detector has no short run (no match) and no long
+//! run: a long run going on at `q` was adopted on a whole repeated shingle
+//! and matched every token since, so the shingle ending at `q` repeats too
+//! (and a new adoption at `q` needs that shingle in its table). Its other
+//! state (the shingle table's live entries, the last tokens) depends only
+//! on the last `long_max_period + 8` tokens, because the table has a fixed
+//! size and a stale entry (further back than `long_max_period`) acts as an
+//! empty one.
 //!
 //! So a fresh exact detector started `long_max_period + 8` tokens before a
 //! quiet token is, from that token on, in the state of one that read the
-//! whole text, and it stays so. The scan keeps the start of that token
-//! for the last quiet token; on a flag it reads on (sieve only) to the next
-//! quiet token, runs a fresh exact detector over the region, and goes back
-//! to the sieve unless the detector reported a loop (then it reads on
-//! exactly, as the plain scan would, until its verdict is settled).
+//! whole text, and it stays so, provided nothing between its start and
+//! that token could fire. On a flag, the scan looks back for the last
+//! quiet token, reads on (sieve only) to the next quiet token, and runs a
+//! fresh exact detector over that region. A region that would start
+//! inside the previous one goes on with the previous region's detector
+//! instead (a fresh one could see a loop there that the whole-text scan
+//! does not). When a region's detector reports a loop, the scan reads on
+//! exactly, as the plain scan would, until the verdict is settled.
 //!
-//! The reference-equivalence tests compare this scan with the exact
-//! detector run over every token.
+//! The tests compare this scan with the exact detector reading every
+//! token, and check the sieve's tokens and keys against the exact rules.
 
 use super::fold::fold_char;
 use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
@@ -58,9 +62,6 @@ use super::ClampConfig;
 
 /// Multiplier of the `k`-th eight bytes of a sieve key (its `k`-th power).
 const WORD_MUL: u64 = 0xff51_afd7_ed55_8ccd;
-/// Spreads a sieve key before one byte of it is compared.
-const FP_MUL: u64 = 0xc4ce_b9fe_1a85_ec53;
-const ONES: u64 = 0x0101_0101_0101_0101;
 /// OR-ed into every byte of a sieve key (ASCII letters to lowercase).
 const LOW: u64 = 0x2020_2020_2020_2020;
 
@@ -110,23 +111,20 @@ impl KeyAcc {
     }
 }
 
-/// [`Sieve::token`]'s result bits: the token is quiet, the token flags.
-const QUIET: u8 = 1;
-const FLAG: u8 = 2;
+/// What [`Sieve::run`] stops at: a token that flags, or a quiet token.
+const FLAG: u8 = 1;
+const QUIET: u8 = 2;
 
 /// The settings the sieve reads on every token.
 #[derive(Debug, Clone)]
 struct Fixed {
-    /// `0xff` in the bytes of the short periods tracked (two halves:
-    /// periods 1–8 and 9–16).
-    lanes: [u64; 2],
-    /// Per period byte: `0x80` minus its threshold (capped at 128), so a
-    /// counter at the threshold sets the byte's high bit.
-    adj: [u64; 2],
-    long: bool,
-    roll_pow: u64,
-    shift: u32,
+    /// Largest short period.
+    max_p: usize,
+    /// Shingles seen in a row that flag.
     streak_flag: usize,
+    roll_pow: u64,
+    /// The bucket is the top bits of the rolling shingle hash.
+    shift: u32,
     lookback: usize,
     split_cjk: bool,
 }
@@ -135,29 +133,24 @@ struct Fixed {
 /// [`Sieve::run`] reads).
 #[derive(Debug, Clone, Copy, Default)]
 struct Hot {
-    /// One byte of the sieve key of each of the last 16 tokens, newest
-    /// first.
-    fp: [u64; 2],
-    /// Per period byte: tokens in a row that matched (meaningful while no
-    /// flag is pending).
-    counts: [u64; 2],
     roll: u64,
+    /// Tokens in a row whose shingle was seen in the window.
     streak: usize,
     /// Tokens read.
     j: usize,
-    /// One past the index of the last quiet token (0: none yet).
-    quiet_at: usize,
 }
 
 /// The sieve's tables.
 #[derive(Debug, Clone)]
 struct Tables {
-    recent: [u64; SHINGLE],
+    /// Sieve keys of the last tokens (a ring).
+    keys: Vec<u64>,
+    /// Start offsets of the last tokens, shifted left by one, with the
+    /// low bit set when the token's shingle was seen in the window.
+    starts: Vec<usize>,
     /// Shingles per bucket among the last `window.len() - 1` tokens.
     count: Vec<u16>,
     window: Vec<u16>,
-    /// Byte offset where each of the last tokens starts.
-    starts: Vec<usize>,
     /// Every token's start and sieve key (tests only).
     #[cfg(test)]
     trace: Vec<(usize, u64)>,
@@ -172,67 +165,85 @@ struct Sieve {
 }
 
 impl Sieve {
-    fn new(config: &ClampConfig) -> Self {
+    /// `None` when a loop could complete without an eight-token shingle
+    /// repeating (a threshold below [`SHINGLE`]); the exact detector then
+    /// reads everything.
+    fn new(config: &ClampConfig) -> Option<Self> {
         let p = Periods::of(config);
-        let mut lanes = [0u64; 2];
-        let mut adj = [0u64; 2];
-        for i in 0..p.max_p.min(W) {
-            let t = u64::from(p.thr[i].min(128));
-            lanes[i / 8] |= 0xff << (8 * (i % 8));
-            adj[i / 8] |= (0x80 - t) << (8 * (i % 8));
+        let short_min = p.thr[..p.max_p].iter().copied().min().unwrap_or(u32::MAX) as usize;
+        let long_min = if p.long_max > 0 {
+            p.long_mult.saturating_mul(p.max_p + 1)
+        } else {
+            usize::MAX
+        };
+        let fewest = short_min.min(long_min);
+        if fewest < SHINGLE {
+            return None;
         }
-        let long = p.long_max > 0;
-        let need = p.long_mult.saturating_mul(p.max_p + 1);
-        let streak_flag = need.saturating_sub(SHINGLE - 1).max(1);
+        let streak_flag = (fewest - (SHINGLE - 1)).max(1);
         // The window holds the shingles of the `win - 1` tokens before the
-        // current one: every distance up to `long_max`.
-        let win = (p.long_max + 1).next_power_of_two();
+        // current one: every distance, short or long.
+        let reach = p.long_max.max(p.max_p);
+        let win = (reach + 1).next_power_of_two();
         let buckets = (16 * win).max(1 << 12);
-        let lookback = if long { p.long_max + SHINGLE } else { W };
+        let lookback = if p.long_max > 0 {
+            p.long_max + SHINGLE
+        } else {
+            W
+        };
+        let ring = (lookback + 2048).next_power_of_two();
         let mut roll_pow = 1u64;
         for _ in 0..SHINGLE {
             roll_pow = roll_pow.wrapping_mul(ROLL);
         }
-        Sieve {
+        Some(Sieve {
             fixed: Fixed {
-                lanes,
-                adj,
-                long,
+                max_p: p.max_p,
+                streak_flag,
                 roll_pow,
                 shift: 64 - buckets.trailing_zeros(),
-                streak_flag,
                 lookback,
                 split_cjk: config.words.split_cjk,
             },
             hot: Hot::default(),
             tables: Tables {
-                recent: [0; SHINGLE],
-                count: if long { vec![0; buckets] } else { Vec::new() },
-                window: if long { vec![0; win] } else { Vec::new() },
-                starts: vec![0; (2 * lookback + 1024).next_power_of_two()],
+                keys: vec![0; ring],
+                starts: vec![0; ring],
+                count: vec![0; buckets],
+                window: vec![0; win],
                 #[cfg(test)]
                 trace: Vec::new(),
             },
-        }
+        })
     }
 
     /// Where a fresh exact detector may start, as (byte offset, token
     /// index): `lookback` tokens before the last quiet token, or the
-    /// text's start (also when that token's start is no longer kept).
+    /// text's start (also when no quiet token is within reach).
     fn restart(&self) -> (usize, usize) {
-        let Some(q) = self.hot.quiet_at.checked_sub(1) else {
-            return (0, 0);
-        };
-        let starts = &self.tables.starts;
-        match q.checked_sub(self.fixed.lookback) {
-            Some(t) if self.hot.j - t <= starts.len() => (starts[t & (starts.len() - 1)], t),
-            _ => (0, 0),
+        let f = &self.fixed;
+        let t = &self.tables;
+        let j = self.hot.j;
+        let ring = t.keys.len();
+        let oldest = (j + f.lookback).saturating_sub(ring);
+        let mut q = j;
+        while q > oldest {
+            q -= 1;
+            if !quiet(f, t, q) {
+                continue;
+            }
+            return match q.checked_sub(f.lookback) {
+                Some(s) => (t.starts[s & (ring - 1)] >> 1, s),
+                None => (0, 0),
+            };
         }
+        (0, 0)
     }
 
-    /// Reads tokens from byte `*i` of `s` until one whose result has a
-    /// `WANT` bit: returns the byte offset where that token ends (`*i`
-    /// is then at or past it), or `None` at the end of `s`.
+    /// Reads tokens from byte `*i` of `s` until one that flags (`WANT`
+    /// is [`FLAG`]) or is quiet ([`QUIET`]): returns the byte offset
+    /// where that token ends (`*i` is then at or past it), or `None` at
+    /// the end of `s`.
     fn run<const WANT: u8>(&mut self, s: &str, i: &mut usize) -> Option<usize> {
         let b = s.as_bytes();
         let n = b.len();
@@ -244,18 +255,22 @@ impl Sieve {
             if p >= n {
                 break None;
             }
-            let x = load(b, p);
-            let ws = swar::ws(x);
-            if ws & 0x80 != 0 {
-                // Skip white space (eight bytes at most per step).
-                p += ((!ws & swar::HI).trailing_zeros() / 8) as usize;
-                continue;
+            let mut x = load(b, p);
+            let mut stop = swar::stop(x);
+            if stop & 0x80 != 0 {
+                if b[p] < 0x80 {
+                    // White space (eight bytes at most per step).
+                    p += ((!swar::ws(x) & swar::HI).trailing_zeros() / 8) as usize;
+                    continue;
+                }
+                match general(f, &mut h, t, s, &mut p, WANT) {
+                    Some(e) => break Some(e),
+                    None => continue,
+                }
             }
             let start = p;
-            let mut x = x;
             let mut acc = 0u64;
             let mut mul = 1u64;
-            let mut stop = swar::stop(x);
             while stop == 0 {
                 acc = acc.wrapping_add((x | LOW).wrapping_mul(mul));
                 mul = mul.wrapping_mul(WORD_MUL);
@@ -284,7 +299,7 @@ impl Sieve {
             };
             // `b[end]` is white space (or past the end): skip it.
             p = end + 1;
-            if token(f, &mut h, t, key, start) & WANT != 0 {
+            if hit::<WANT>(f, &mut h, t, key, start) {
                 break Some(end);
             }
         };
@@ -292,6 +307,29 @@ impl Sieve {
         *i = p;
         found
     }
+}
+
+/// Takes a token and tells whether [`Sieve::run`] stops after it.
+#[inline(always)]
+fn hit<const WANT: u8>(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool {
+    let flag = token(f, h, t, key, start);
+    if WANT == FLAG {
+        flag
+    } else {
+        quiet(f, t, h.j - 1)
+    }
+}
+
+/// Is token `q` (still in the ring) quiet: its shingle unseen in the
+/// window, and its sieve key unlike those of the `max_period` tokens
+/// before it?
+fn quiet(f: &Fixed, t: &Tables, q: usize) -> bool {
+    let mask = t.keys.len() - 1;
+    if t.starts[q & mask] & 1 != 0 {
+        return false;
+    }
+    let key = t.keys[q & mask];
+    (1..=f.max_p.min(q)).all(|p| t.keys[(q - p) & mask] != key)
 }
 
 /// Eight bytes of `b` from `p` (little-endian), padded with spaces past
@@ -324,51 +362,40 @@ fn ascii_key(tok: &[u8]) -> u64 {
     k.value()
 }
 
-/// Takes one token: its sieve key and where it starts. Returns [`QUIET`]
-/// and [`FLAG`] bits.
+/// Takes one token: its sieve key and where it starts. Returns whether
+/// it flags.
 #[inline(always)]
-fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> u8 {
+fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool {
     #[cfg(test)]
     t.trace.push((start, key));
     let j = h.j;
     h.j = j + 1;
-    let fb = (key.wrapping_mul(FP_MUL) >> 56) as u8;
-    let [f0, f1] = h.fp;
-    let e0 = ((swar::zero(f0 ^ swar::rep(fb)) >> 7).wrapping_mul(0xff)) & f.lanes[0];
-    let e1 = ((swar::zero(f1 ^ swar::rep(fb)) >> 7).wrapping_mul(0xff)) & f.lanes[1];
-    h.fp = [f0 << 8 | u64::from(fb), f1 << 8 | f0 >> 56];
-    let c0 = h.counts[0].wrapping_add(ONES) & e0;
-    let c1 = h.counts[1].wrapping_add(ONES) & e1;
-    h.counts = [c0, c1];
-    let mut flag = (c0.wrapping_add(f.adj[0]) | c1.wrapping_add(f.adj[1])) & swar::HI != 0;
-    let mut quiet = e0 | e1 == 0;
-    let smask = t.starts.len() - 1;
-    t.starts[j & smask] = start;
-    if f.long {
-        let slot = j % SHINGLE;
-        h.roll = h.roll.wrapping_mul(ROLL).wrapping_add(key);
-        if j >= SHINGLE {
-            h.roll = h.roll.wrapping_sub(t.recent[slot].wrapping_mul(f.roll_pow));
+    let mask = t.keys.len() - 1;
+    // The ring starts zeroed, so the key "8 tokens before" the first
+    // ones is 0 and the hash holds only real keys.
+    let old = t.keys[j.wrapping_sub(SHINGLE) & mask];
+    t.keys[j & mask] = key;
+    h.roll = h
+        .roll
+        .wrapping_mul(ROLL)
+        .wrapping_add(key)
+        .wrapping_sub(old.wrapping_mul(f.roll_pow));
+    let mut seen = false;
+    if j + 1 >= SHINGLE {
+        let wmask = t.window.len() - 1;
+        if j >= t.window.len() + SHINGLE - 1 {
+            let gone = t.window[j & wmask] as usize;
+            t.count[gone] -= 1;
         }
-        t.recent[slot] = key;
-        if j + 1 >= SHINGLE {
-            let wmask = t.window.len() - 1;
-            if j >= t.window.len() + SHINGLE - 1 {
-                let old = t.window[j & wmask] as usize;
-                t.count[old] -= 1;
-            }
-            // The top bits of the rolling hash depend on every key in it.
-            let b = (h.roll >> f.shift) as usize;
-            let seen = t.count[b] != 0;
-            t.count[b] += 1;
-            t.window[j & wmask] = b as u16;
-            h.streak = if seen { h.streak + 1 } else { 0 };
-            flag |= h.streak >= f.streak_flag;
-            quiet &= !seen;
-        }
+        // The top bits of the rolling hash depend on every key in it.
+        let b = (h.roll >> f.shift) as usize;
+        seen = t.count[b] != 0;
+        t.count[b] += 1;
+        t.window[j & wmask] = b as u16;
     }
-    h.quiet_at = if quiet { j + 1 } else { h.quiet_at };
-    u8::from(quiet) | u8::from(flag) << 1
+    t.starts[j & mask] = start << 1 | usize::from(seen);
+    h.streak = if seen { h.streak + 1 } else { 0 };
+    h.streak >= f.streak_flag
 }
 
 /// Reads the tokens of the span from `*i` to the next ASCII white space
@@ -383,6 +410,13 @@ fn general(
     i: &mut usize,
     want: u8,
 ) -> Option<usize> {
+    let step = |f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize, want: u8| {
+        if want == FLAG {
+            hit::<FLAG>(f, h, t, key, start)
+        } else {
+            hit::<QUIET>(f, h, t, key, start)
+        }
+    };
     let b = s.as_bytes();
     let mut end = *i;
     while end < b.len() && !is_ascii_ws(b[end]) {
@@ -397,7 +431,7 @@ fn general(
         let cjk = f.split_cjk && is_cjk(c);
         if c.is_whitespace() || cjk {
             if let Some(start) = active.take() {
-                if token(f, h, t, core.value(), start) & want != 0 {
+                if step(f, h, t, core.value(), start, want) {
                     *i = pos;
                     return Some(pos);
                 }
@@ -423,7 +457,7 @@ fn general(
         if cjk {
             let start = active.take().unwrap_or(pos);
             let after = pos + c.len_utf8();
-            if token(f, h, t, core.value(), start) & want != 0 {
+            if step(f, h, t, core.value(), start, want) {
                 *i = after;
                 return Some(after);
             }
@@ -431,7 +465,7 @@ fn general(
     }
     *i = end;
     if let Some(start) = active {
-        if token(f, h, t, core.value(), start) & want != 0 {
+        if step(f, h, t, core.value(), start, want) {
             return Some(end);
         }
     }
@@ -445,7 +479,10 @@ pub(crate) fn scan_words(
     config: &ClampConfig,
     lx: &mut LineCtx<'_>,
 ) -> Option<Candidate> {
-    let mut sieve = Sieve::new(config);
+    let Some(mut sieve) = Sieve::new(config) else {
+        let mut w = Words::new(config, false);
+        return exact_from(&mut w, text, 0, lx);
+    };
     let mut i = 0;
     // The last region's detector, in step with a whole-text scan up to
     // where the region ended, and the token it counts from.
@@ -678,7 +715,7 @@ mod tests {
     }
 
     fn sieve_tokens(text: &str, config: &ClampConfig) -> Vec<(usize, u64)> {
-        let mut sv = Sieve::new(config);
+        let mut sv = Sieve::new(config).expect("the default rules can be sieved");
         let mut i = 0;
         while sv.run::<FLAG>(text, &mut i).is_some() {}
         sv.tables.trace
