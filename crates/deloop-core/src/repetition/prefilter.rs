@@ -75,6 +75,72 @@ impl Filter {
         Some(Filter { dmin, lim })
     }
 
+    /// The first block from `buf[i..]` on (stream offset `o`, a multiple
+    /// of 8, at index `i`) that is flagged, among the blocks that end by
+    /// index `end`: its index, or `None`. Whole chunks of blocks are
+    /// cleared first (see [`Filter::chunk_clean`]); a chunk that is not
+    /// clear is searched block by block with [`Filter::flagged`].
+    fn first_flag(&self, buf: &[u8], mut i: usize, end: usize, mut o: usize) -> Option<usize> {
+        const CHUNK: usize = 256;
+        let end = end.min(buf.len());
+        let reach = self.lim[MAX_EXP];
+        while i + 8 <= end {
+            let blocks = ((end - i) / 8).min(CHUNK);
+            if i >= reach && self.chunk_clean(buf, i, o, blocks) {
+                i += 8 * blocks;
+                o += 8 * blocks;
+                continue;
+            }
+            for _ in 0..blocks {
+                if self.flagged(buf, i, o) {
+                    return Some(i);
+                }
+                i += 8;
+                o += 8;
+            }
+        }
+        None
+    }
+
+    /// True when none of the `blocks` blocks from `buf[i..]` (stream
+    /// offset `o`, `i >= lim[MAX_EXP]`) is flagged. The same comparisons
+    /// as [`Filter::flagged`] block by block, grouped by grid level and
+    /// distance: level `t` compares every block whose index is a multiple
+    /// of `2^t` at each distance in `(lim[t - 1], lim[t]]`, walking two
+    /// strided streams of 8-byte chunks.
+    fn chunk_clean(&self, buf: &[u8], i: usize, o: usize, blocks: usize) -> bool {
+        let word = |c: &[u8]| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            u64::from_le_bytes(a)
+        };
+        let end = i + 8 * blocks;
+        let mut lo = self.dmin;
+        for t in 0..=MAX_EXP {
+            let hi = self.lim[t];
+            if hi < lo {
+                continue;
+            }
+            let step = 1usize << t;
+            let first = i + 8 * ((step - (o / 8) % step) % step);
+            if first < end {
+                for d in lo..hi + 1 {
+                    let here = buf[first..end].chunks_exact(8).step_by(step);
+                    let back = buf[first - d..end - d].chunks_exact(8).step_by(step);
+                    let mut hit = false;
+                    for (x, y) in here.zip(back) {
+                        hit |= word(x) == word(y);
+                    }
+                    if hit {
+                        return false;
+                    }
+                }
+            }
+            lo = hi + 1;
+        }
+        true
+    }
+
     /// Is the block at `buf[i..i + 8]` (stream offset `o`, a multiple of
     /// 8) equal to the 8 bytes `d` places back, for a distance `d` whose
     /// grid holds `o`?
@@ -231,6 +297,19 @@ impl SubScan {
         let bytes = buf.as_bytes();
         let filter = filter.clone();
         while self.next_block + 8 <= end {
+            let settling = stop == Stop::Settled && self.exact.best.is_some();
+            if !self.in_region && !settling {
+                // Nothing happens on a block that is not flagged: jump to
+                // the next flagged one.
+                let i = self.next_block - base;
+                match filter.first_flag(bytes, i, end - base, self.next_block) {
+                    Some(at) => self.next_block = base + at,
+                    None => {
+                        self.next_block += (end - self.next_block) / 8 * 8;
+                        break;
+                    }
+                }
+            }
             let o = self.next_block;
             self.next_block = o + 8;
             if filter.flagged(bytes, o - base, o) {
