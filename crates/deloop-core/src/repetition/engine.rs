@@ -10,6 +10,7 @@
 
 use super::healthy::{LineCtx, Lines, Src};
 use super::prefilter::SubScan;
+use super::sieve::SieveStream;
 use super::substring::Candidate;
 use super::words::{Stop, Words};
 use super::ClampConfig;
@@ -41,7 +42,14 @@ fn has_chars(s: &str, n: usize) -> bool {
 pub(crate) struct Engine {
     wlines: Lines,
     slines: Lines,
+    /// The exact word detector, while one runs (always, unless the sieve
+    /// reads the stream).
     words: Option<Words>,
+    /// The word sieve (streaming, filter on), until the stream is read
+    /// exactly for good.
+    stream: Option<Box<SieveStream>>,
+    /// The word guard is on.
+    words_on: bool,
     sub: Option<SubScan>,
     words_min: usize,
     substring_min: usize,
@@ -62,14 +70,24 @@ pub(crate) struct Engine {
 impl Engine {
     /// A streaming engine; `filter` turns the substring pre-filter on.
     pub(crate) fn new(config: &ClampConfig, mode: Mode, filter: bool) -> Self {
-        let words =
-            (mode != Mode::Substring && config.words.enabled).then(|| Words::new(config, true));
+        let words_on = mode != Mode::Substring && config.words.enabled;
+        let stream = if words_on && filter {
+            SieveStream::new(config).map(Box::new)
+        } else {
+            None
+        };
+        let words = words_on.then(|| match &stream {
+            Some(st) => st.first_detector(),
+            None => Words::new(config, true),
+        });
         let sub =
             (mode != Mode::Words && config.substring.enabled).then(|| SubScan::new(config, filter));
         Engine {
             wlines: Lines::default(),
             slines: Lines::default(),
             words,
+            stream,
+            words_on,
             sub,
             words_min: config.words.min_chars,
             substring_min: config.substring.min_chars,
@@ -87,6 +105,10 @@ impl Engine {
     /// tests drive the engine one character at a time).
     pub(crate) fn push_char(&mut self, c: char, len: usize) {
         let pos = self.pos;
+        if let Some(st) = self.stream.take() {
+            // Not UTF-8: the word detector reads the rest exactly.
+            st.into_exact(pos, &mut self.words, &mut self.wlines);
+        }
         let ascii = [c as u8];
         let other = [0x80u8; 4];
         let bytes: &[u8] = if c.is_ascii() {
@@ -137,7 +159,8 @@ impl Engine {
     /// history is trimmed.
     fn catch_up_lines(&mut self, src: Src<'_>) {
         let exact = self.sub.as_ref().is_none_or(|s| s.is_exact());
-        for (lines, go) in [(&mut self.wlines, true), (&mut self.slines, exact)] {
+        let words = self.stream.is_none();
+        for (lines, go) in [(&mut self.wlines, words), (&mut self.slines, exact)] {
             if go && lines.done() < self.pos && src.base <= lines.done() {
                 lines.advance(src.bytes, src.base, self.pos);
             }
@@ -154,15 +177,34 @@ impl Engine {
             base,
         };
         // The word detector first, up to the first prefix where it fires.
-        let wfire = match &mut self.words {
-            Some(w) => {
+        let wfire = if let Some(st) = &mut self.stream {
+            st.push(s);
+            let mut fire = None;
+            if let Some(w) = &mut self.words {
                 let mut lx = LineCtx {
                     lines: &mut self.wlines,
-                    src,
+                    src: st.src(),
                 };
-                feed_words(w, s, base, self.chars, self.words_min, &mut lx)
+                fire = feed_words(w, s, base, self.chars, self.words_min, &mut lx);
             }
-            None => None,
+            if fire.is_none() {
+                let past_min = self.chars >= self.words_min;
+                fire = st
+                    .advance(s, base, &mut self.words, &mut self.wlines, past_min)
+                    .map(|at| at.saturating_sub(base));
+            }
+            fire
+        } else {
+            match &mut self.words {
+                Some(w) => {
+                    let mut lx = LineCtx {
+                        lines: &mut self.wlines,
+                        src,
+                    };
+                    feed_words(w, s, base, self.chars, self.words_min, &mut lx)
+                }
+                None => None,
+            }
         };
         let limit = wfire.unwrap_or(s.len());
         // The substring detector up to there: it wins only if it fires
@@ -225,6 +267,11 @@ impl Engine {
         self.catch_up_lines(src);
         if fire.is_none() {
             self.trim_history();
+            if self.stream.as_ref().is_some_and(|st| st.over_cap()) {
+                if let Some(st) = self.stream.take() {
+                    st.into_exact(self.pos, &mut self.words, &mut self.wlines);
+                }
+            }
         }
         fire.is_some()
     }
@@ -266,6 +313,10 @@ impl Engine {
 
     /// Ends the input: the last token becomes final.
     pub(crate) fn finish(&mut self) {
+        if let Some(st) = &mut self.stream {
+            st.finish(self.pos, &mut self.words, &mut self.wlines);
+            return;
+        }
         if let Some(w) = &mut self.words {
             let mut lx = LineCtx {
                 lines: &mut self.wlines,
@@ -305,18 +356,20 @@ impl Engine {
     /// A byte offset no future cut can fall before: output up to here is
     /// final whatever the stream brings next.
     pub(crate) fn settled(&self) -> usize {
-        let need = match (&self.words, &self.sub) {
-            (Some(_), Some(_)) => self.words_min.max(self.substring_min),
-            (Some(_), None) => self.words_min,
-            (None, Some(_)) => self.substring_min,
-            (None, None) => 0,
+        let need = match (self.words_on, &self.sub) {
+            (true, Some(_)) => self.words_min.max(self.substring_min),
+            (true, None) => self.words_min,
+            (false, Some(_)) => self.substring_min,
+            (false, None) => 0,
         };
         if self.chars < need {
             // A loop already seen fires once the text is long enough.
             return 0;
         }
         let mut bound = self.pos;
-        if let Some(w) = &self.words {
+        if let Some(st) = &self.stream {
+            bound = bound.min(st.settled(self.words.as_ref()));
+        } else if let Some(w) = &self.words {
             bound = bound.min(w.settled());
         }
         if let Some(s) = &self.sub {

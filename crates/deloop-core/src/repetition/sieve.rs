@@ -54,7 +54,7 @@
 //! token, and check the sieve's tokens and keys against the exact rules.
 
 use super::fold::fold_char;
-use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
+use super::healthy::{is_cjk, is_trailing_punct, LineCtx, Lines, Src};
 use super::substring::Candidate;
 use super::swar;
 use super::words::{is_ascii_ws, Periods, Stop, Words, ROLL, SHINGLE, W};
@@ -148,6 +148,8 @@ struct Tables {
     /// Start offsets of the last tokens, shifted left by one, with the
     /// low bit set when the token's shingle was seen in the window.
     starts: Vec<usize>,
+    /// Stream offset of the text [`Sieve::run`] reads.
+    base: usize,
     /// Shingles per bucket among the last `window.len() - 1` tokens.
     count: Vec<u16>,
     window: Vec<u16>,
@@ -211,6 +213,7 @@ impl Sieve {
                 starts: vec![0; ring],
                 count: vec![0; buckets],
                 window: vec![0; win],
+                base: 0,
                 #[cfg(test)]
                 trace: Vec::new(),
             },
@@ -219,8 +222,8 @@ impl Sieve {
 
     /// Where a fresh exact detector may start, as (byte offset, token
     /// index): `lookback` tokens before the last quiet token, or the
-    /// text's start (also when no quiet token is within reach).
-    fn restart(&self) -> (usize, usize) {
+    /// text's start; `None` when no quiet token is within reach.
+    fn restart(&self) -> Option<(usize, usize)> {
         let f = &self.fixed;
         let t = &self.tables;
         let j = self.hot.j;
@@ -232,12 +235,33 @@ impl Sieve {
             if !quiet(f, t, q) {
                 continue;
             }
-            return match q.checked_sub(f.lookback) {
+            return Some(match q.checked_sub(f.lookback) {
                 Some(s) => (t.starts[s & (ring - 1)] >> 1, s),
                 None => (0, 0),
-            };
+            });
         }
-        (0, 0)
+        None
+    }
+
+    /// [`Sieve::restart`] for a quiet token among the tokens from index
+    /// `since` on.
+    fn restart_since(&self, since: usize) -> Option<(usize, usize)> {
+        let f = &self.fixed;
+        let t = &self.tables;
+        let j = self.hot.j;
+        let ring = t.keys.len();
+        let oldest = (j + f.lookback).saturating_sub(ring).max(since);
+        let mut q = j;
+        while q > oldest {
+            q -= 1;
+            if quiet(f, t, q) {
+                return Some(match q.checked_sub(f.lookback) {
+                    Some(s) => (t.starts[s & (ring - 1)] >> 1, s),
+                    None => (0, 0),
+                });
+            }
+        }
+        None
     }
 
     /// Reads tokens from byte `*i` of `s` until one that flags (`WANT`
@@ -367,7 +391,7 @@ fn ascii_key(tok: &[u8]) -> u64 {
 #[inline(always)]
 fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool {
     #[cfg(test)]
-    t.trace.push((start, key));
+    t.trace.push((t.base + start, key));
     let j = h.j;
     h.j = j + 1;
     let mask = t.keys.len() - 1;
@@ -393,7 +417,7 @@ fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool
         t.count[b] += 1;
         t.window[j & wmask] = b as u16;
     }
-    t.starts[j & mask] = start << 1 | usize::from(seen);
+    t.starts[j & mask] = (t.base + start) << 1 | usize::from(seen);
     h.streak = if seen { h.streak + 1 } else { 0 };
     h.streak >= f.streak_flag
 }
@@ -485,39 +509,296 @@ pub(crate) fn scan_words(
     };
     let mut i = 0;
     // The last region's detector, in step with a whole-text scan up to
-    // where the region ended, and the token it counts from.
-    let mut last: Option<(Words, usize, usize)> = None;
+    // where the region ended.
+    let mut last: Option<(Words, usize)> = None;
     loop {
         sieve.run::<FLAG>(text, &mut i)?;
-        let (mut from, mut first) = sieve.restart();
+        let (mut from, first) = sieve.restart().unwrap_or((0, 0));
         let until = sieve.run::<QUIET>(text, &mut i);
         // A fresh detector must not start inside the last region (it
         // could see a loop there that the whole-text scan does not): go
         // on with that region's detector instead.
         let mut w = match last.take() {
-            Some((w, end, f)) if from < end => {
+            Some((w, end)) if from < end => {
                 from = end;
-                first = f;
                 w
             }
-            _ => Words::new(config, false),
-        };
-        // The fresh detector counts tokens from `first`.
-        let whole = |c: Candidate| Candidate {
-            keep_tokens: c.keep_tokens + first as u64,
-            ..c
+            _ => Words::starting_at(config, false, first),
         };
         let Some(q) = until else {
-            return exact_from(&mut w, text, from, lx).map(whole);
+            return exact_from(&mut w, text, from, lx);
         };
         if w.feed(&text[from..q], from, lx, Stop::Settled).is_some() {
-            return w.best.map(whole);
+            return w.best;
         }
         w.finish(q, lx);
         if w.best.is_some() {
-            return exact_from(&mut w, text, q, lx).map(whole);
+            return exact_from(&mut w, text, q, lx);
         }
-        last = Some((w, q, first));
+        last = Some((w, q));
+    }
+}
+
+/// History kept for restarts beyond which the stream is read exactly for
+/// good (a stretch with no quiet token, or no token boundary, this long).
+const STREAM_CAP: usize = 256 * 1024;
+
+/// The sieve in front of the streaming word detector.
+///
+/// The stream's text is kept from the last restart point on. The sieve
+/// reads complete tokens only (up to the last white space or CJK
+/// character seen). While no exact detector runs, it flags one match
+/// earlier than in batch mode, so an exact detector is running before any
+/// token in which a loop could complete, partially read or not; the
+/// exact detector is started at the restart point and catches up on the
+/// history. A stretch without a restart point or token boundary longer
+/// than [`STREAM_CAP`] ends the sieve: the exact detector then reads the
+/// rest of the stream.
+#[derive(Debug, Clone)]
+pub(crate) struct SieveStream {
+    sieve: Sieve,
+    config: ClampConfig,
+    /// The stream from `base` to the engine's position.
+    hist: String,
+    base: usize,
+    /// The sieve has read the tokens before this offset.
+    sieved: usize,
+    /// The last token boundary seen: every token before it is complete.
+    cut: usize,
+    /// Where an exact detector may start (offset, token index).
+    anchor: (usize, usize),
+    /// Tokens the anchor search has looked at.
+    anchored: usize,
+    /// While an exact detector runs: where it started (a bound for
+    /// [`SieveStream::settled`]).
+    region_from: usize,
+    /// The last region's detector and its position.
+    last: Option<(Words, usize)>,
+}
+
+impl SieveStream {
+    /// `None` when the configuration cannot be sieved in a stream.
+    pub(crate) fn new(config: &ClampConfig) -> Option<Self> {
+        let mut sieve = Sieve::new(config)?;
+        // A loop can complete inside the token being read: flag one
+        // match earlier.
+        if sieve.fixed.streak_flag < 2 {
+            return None;
+        }
+        sieve.fixed.streak_flag -= 1;
+        Some(SieveStream {
+            sieve,
+            config: config.clone(),
+            hist: String::new(),
+            base: 0,
+            sieved: 0,
+            cut: 0,
+            anchor: (0, 0),
+            anchored: 0,
+            region_from: 0,
+            last: None,
+        })
+    }
+
+    /// The exact detector the stream starts with (it runs until the text
+    /// is long enough and a quiet token comes).
+    pub(crate) fn first_detector(&self) -> Words {
+        Words::new(&self.config, true)
+    }
+
+    /// Takes the next text `s` (at stream offset `base`), after `words`
+    /// (the exact detector, if one runs) has read it. Reads the complete
+    /// tokens with the sieve, starting and stopping exact detectors, and
+    /// returns the end of the first prefix with a verdict when a started
+    /// detector finds one while catching up. `past_min`: the stream has
+    /// enough characters for the word guard.
+    pub(crate) fn advance(
+        &mut self,
+        s: &str,
+        base: usize,
+        words: &mut Option<Words>,
+        lines: &mut Lines,
+        past_min: bool,
+    ) -> Option<usize> {
+        let end = base + s.len();
+        let split_cjk = self.sieve.fixed.split_cjk;
+        if let Some((i, c)) = s
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| c.is_whitespace() || (split_cjk && is_cjk(c)))
+        {
+            self.cut = base + i + c.len_utf8();
+        }
+        self.read(end, words, lines, past_min, false)
+    }
+
+    /// The sieve's loop over `sieved..cut`; `end` is the engine's
+    /// position. With `at_end`, a detector that starts reads to the end
+    /// without stopping at a verdict (the stream is finishing).
+    fn read(
+        &mut self,
+        end: usize,
+        words: &mut Option<Words>,
+        lines: &mut Lines,
+        past_min: bool,
+        at_end: bool,
+    ) -> Option<usize> {
+        while self.sieved < self.cut {
+            let text = &self.hist[self.sieved - self.base..self.cut - self.base];
+            self.sieve.tables.base = self.sieved;
+            let mut i = 0;
+            if words.is_some() {
+                let hit = self.sieve.run::<QUIET>(text, &mut i);
+                self.sieved = (self.sieved + i).min(self.cut);
+                if hit.is_none() {
+                    break;
+                }
+                if past_min {
+                    // In step with the whole-stream detector again.
+                    self.last = words.take().map(|w| (w, end));
+                    self.anchored = self.sieve.hot.j - 1;
+                    if let Some(r) = self.sieve.restart() {
+                        self.anchor = r;
+                    }
+                }
+                continue;
+            }
+            let hit = self.sieve.run::<FLAG>(text, &mut i);
+            self.sieved = (self.sieved + i).min(self.cut);
+            if hit.is_none() {
+                break;
+            }
+            if let Some(at) = self.start_exact(end, words, lines, at_end) {
+                return Some(at);
+            }
+        }
+        if words.is_none() {
+            self.find_anchor();
+            lines.advance(self.hist.as_bytes(), self.base, self.sieved);
+        }
+        self.trim(lines);
+        None
+    }
+
+    /// Starts an exact detector at the last restart point (or goes on with
+    /// the last region's) and catches it up to `end`.
+    fn start_exact(
+        &mut self,
+        end: usize,
+        words: &mut Option<Words>,
+        lines: &mut Lines,
+        at_end: bool,
+    ) -> Option<usize> {
+        self.find_anchor();
+        let (from, first) = self.anchor;
+        let (mut w, from) = match self.last.take() {
+            Some((w, at)) if from < at => (w, at),
+            _ => (Words::starting_at(&self.config, true, first), from),
+        };
+        self.region_from = self.anchor.0;
+        let mut lx = LineCtx {
+            lines,
+            src: Src {
+                bytes: self.hist.as_bytes(),
+                base: self.base,
+            },
+        };
+        let stop = if at_end { Stop::Never } else { Stop::Verdict };
+        let fired = w
+            .feed(
+                &self.hist[from - self.base..end - self.base],
+                from,
+                &mut lx,
+                stop,
+            )
+            .map(|k| from + k);
+        *words = Some(w);
+        fired
+    }
+
+    /// Moves the anchor to the last quiet token read since the last look.
+    fn find_anchor(&mut self) {
+        let j = self.sieve.hot.j;
+        if j > self.anchored {
+            if let Some(r) = self.sieve.restart_since(self.anchored) {
+                self.anchor = r;
+            }
+            self.anchored = j;
+        }
+    }
+
+    /// Drops history no restart can need.
+    fn trim(&mut self, lines: &Lines) {
+        let mut need = self.anchor.0;
+        if let Some((_, at)) = &self.last {
+            need = need.max(*at);
+        }
+        let need = need.min(lines.done()).min(self.sieved);
+        if need > self.base + 4096 && need - self.base > self.hist.len() / 2 {
+            let mut k = need - self.base;
+            while !self.hist.is_char_boundary(k) {
+                k -= 1;
+            }
+            self.hist.drain(..k);
+            self.base += k;
+        }
+    }
+
+    /// True when the history outgrew [`STREAM_CAP`]: the caller then
+    /// reads exactly for good ([`SieveStream::into_exact`]).
+    pub(crate) fn over_cap(&self) -> bool {
+        self.hist.len() > STREAM_CAP
+    }
+
+    /// Ends the sieve: an exact detector caught up to `end` (the engine's
+    /// position), with the line tracker caught up too.
+    pub(crate) fn into_exact(mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
+        if words.is_none() {
+            // Nothing can fire before the next flag: catching up finds no
+            // verdict.
+            self.start_exact(end, words, lines, true);
+        }
+        lines.advance(self.hist.as_bytes(), self.base, end);
+    }
+
+    /// The stream ends at `end`: the last token is complete.
+    pub(crate) fn finish(&mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
+        self.cut = end;
+        self.read(end, words, lines, true, true);
+        if let Some(w) = words {
+            let mut lx = LineCtx {
+                lines,
+                src: Src {
+                    bytes: self.hist.as_bytes(),
+                    base: self.base,
+                },
+            };
+            w.finish(end, &mut lx);
+        }
+    }
+
+    /// Text the exact detector reads through the line tracker while it
+    /// runs (the history, from the tracker's position on).
+    pub(crate) fn src(&self) -> Src<'_> {
+        Src {
+            bytes: self.hist.as_bytes(),
+            base: self.base,
+        }
+    }
+
+    /// Appends the next text to the history.
+    pub(crate) fn push(&mut self, s: &str) {
+        self.hist.push_str(s);
+    }
+
+    /// A byte offset no future word cut can fall before: a loop found
+    /// later starts after the last quiet token, at most
+    /// `long_max_period` tokens before the next one (see the module docs).
+    pub(crate) fn settled(&self, words: Option<&Words>) -> usize {
+        match words {
+            Some(w) => self.region_from.max(w.settled()),
+            None => self.anchor.0,
+        }
     }
 }
 

@@ -212,6 +212,9 @@ pub(crate) struct Words {
     pub(crate) partial: Option<Candidate>,
     /// Compute `partial` (streaming); batch mode only needs finished tokens.
     track_partial: bool,
+    /// Tokens of the text before the first one this detector reads (it
+    /// may start mid-text, behind the sieve).
+    token_base: usize,
 }
 
 /// When [`Words::feed`] returns before the end of its input.
@@ -299,6 +302,15 @@ impl Words {
             best: None,
             partial: None,
             track_partial,
+            token_base: 0,
+        }
+    }
+
+    /// A detector that starts reading at token `first` of the text.
+    pub(crate) fn starting_at(config: &ClampConfig, track_partial: bool, first: usize) -> Self {
+        Words {
+            token_base: first,
+            ..Words::new(config, track_partial)
         }
     }
 
@@ -580,7 +592,7 @@ impl Words {
             len: 0,
             start: self.tok(i).start,
             keep,
-            keep_tokens: t as u64,
+            keep_tokens: (t + self.token_base) as u64,
             accepted: false,
         }
     }
