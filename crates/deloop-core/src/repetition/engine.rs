@@ -776,6 +776,36 @@ mod tests {
 
     /// Regression: an invalid byte (U+FFFD, three bytes of preview for one
     /// byte of input) at the end of a 22-byte token overran the preview.
+    /// A stretch longer than the sieve's history cap with no token
+    /// boundary hands the stream to the exact detector for good (memory
+    /// stays bounded), and the verdict is still the reference's.
+    #[test]
+    fn a_huge_token_ends_the_stream_sieve() {
+        let mut config = ClampConfig::default();
+        config.substring.enabled = false;
+        let mut text: String = (0..400).map(|i| format!("word{i} ")).collect();
+        text.push_str(&"x".repeat(300 * 1024));
+        text.push(' ');
+        text.push_str(&"then the same three words ".repeat(12));
+        let mut e = Engine::new(&config, Mode::Both, true);
+        assert!(e.stream.is_some());
+        let mut fired = None;
+        for chunk in text.as_bytes().chunks(4096) {
+            let s = std::str::from_utf8(chunk).expect("ASCII");
+            if e.feed_str(s) {
+                fired = Some(e.pos);
+                break;
+            }
+            if let Some(st) = &e.stream {
+                assert!(!st.over_cap());
+            }
+        }
+        assert!(e.stream.is_none(), "the sieve gave up");
+        let expected = reference_stream(&text, &config).map(|(at, _)| at);
+        assert!(expected.is_some());
+        assert_eq!(fired, expected);
+    }
+
     #[test]
     fn invalid_byte_after_a_long_token_does_not_panic() {
         for n in 20..26 {
