@@ -187,13 +187,13 @@ impl Sieve {
         // current one: every distance, short or long.
         let reach = p.long_max.max(p.max_p);
         let win = (reach + 1).next_power_of_two();
-        let buckets = (16 * win).max(1 << 12);
+        let buckets = (8 * win).max(1 << 11);
         let lookback = if p.long_max > 0 {
             p.long_max + SHINGLE
         } else {
             W
         };
-        let ring = (lookback + 2048).next_power_of_two();
+        let ring = (lookback + 512).next_power_of_two();
         let mut roll_pow = 1u64;
         for _ in 0..SHINGLE {
             roll_pow = roll_pow.wrapping_mul(ROLL);
@@ -503,7 +503,12 @@ pub(crate) fn scan_words(
     config: &ClampConfig,
     lx: &mut LineCtx<'_>,
 ) -> Option<Candidate> {
-    let Some(mut sieve) = Sieve::new(config) else {
+    let sieve = if text.len() >= SIEVE_MIN {
+        Sieve::new(config)
+    } else {
+        None
+    };
+    let Some(mut sieve) = sieve else {
         let mut w = Words::new(config, false);
         return exact_from(&mut w, text, 0, lx);
     };
@@ -514,7 +519,6 @@ pub(crate) fn scan_words(
     loop {
         sieve.run::<FLAG>(text, &mut i)?;
         let (mut from, first) = sieve.restart().unwrap_or((0, 0));
-        let until = sieve.run::<QUIET>(text, &mut i);
         // A fresh detector must not start inside the last region (it
         // could see a loop there that the whole-text scan does not): go
         // on with that region's detector instead.
@@ -525,18 +529,62 @@ pub(crate) fn scan_words(
             }
             _ => Words::starting_at(config, false, first),
         };
-        let Some(q) = until else {
-            return exact_from(&mut w, text, from, lx);
-        };
-        if w.feed(&text[from..q], from, lx, Stop::Settled).is_some() {
-            return w.best;
+        // The region runs to the next quiet token. The sieve looks for it
+        // a window at a time, so a loop that goes on to the end of the
+        // text is settled by the exact detector without the sieve reading
+        // all of it first.
+        loop {
+            let lim = window_end(text, i);
+            let quiet = sieve.run::<QUIET>(&text[..lim], &mut i);
+            let upto = quiet.unwrap_or(lim).max(from);
+            if w.feed(&text[from..upto], from, lx, Stop::Settled).is_some() {
+                return w.best;
+            }
+            from = upto;
+            if w.best.is_some() {
+                if quiet.is_some() {
+                    w.finish(upto, lx);
+                }
+                return exact_from(&mut w, text, upto, lx);
+            }
+            if let Some(q) = quiet {
+                w.finish(q, lx);
+                if w.best.is_some() {
+                    return exact_from(&mut w, text, q, lx);
+                }
+                last = Some((w, q));
+                break;
+            }
+            if lim >= text.len() {
+                w.finish(text.len(), lx);
+                return w.best;
+            }
         }
-        w.finish(q, lx);
-        if w.best.is_some() {
-            return exact_from(&mut w, text, q, lx);
-        }
-        last = Some((w, q));
     }
+}
+
+/// Texts shorter than this skip the sieve (its tables cost more to set
+/// up than the exact detector spends on them). The tests sieve every
+/// text, however short, to exercise the sieve.
+#[cfg(not(test))]
+const SIEVE_MIN: usize = 4096;
+#[cfg(test)]
+const SIEVE_MIN: usize = 0;
+
+/// Where the sieve's next look for a quiet token ends: just after an
+/// ASCII white space byte about 64 KiB past `i` (so no token is cut), or
+/// the end of the text.
+fn window_end(text: &str, i: usize) -> usize {
+    const WINDOW: usize = 64 * 1024;
+    let b = text.as_bytes();
+    let mut k = i.saturating_add(WINDOW);
+    while k < b.len() {
+        if is_ascii_ws(b[k]) {
+            return k + 1;
+        }
+        k += 1;
+    }
+    b.len()
 }
 
 /// History kept for restarts beyond which the stream is read exactly for
@@ -557,7 +605,8 @@ const STREAM_CAP: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct SieveStream {
     sieve: Sieve,
-    config: ClampConfig,
+    /// A fresh exact detector, cloned for each region.
+    proto: Words,
     /// The stream from `base` to the engine's position.
     hist: String,
     base: usize,
@@ -588,7 +637,7 @@ impl SieveStream {
         sieve.fixed.streak_flag -= 1;
         Some(SieveStream {
             sieve,
-            config: config.clone(),
+            proto: Words::new(config, true),
             hist: String::new(),
             base: 0,
             sieved: 0,
@@ -603,7 +652,7 @@ impl SieveStream {
     /// The exact detector the stream starts with (it runs until the text
     /// is long enough and a quiet token comes).
     pub(crate) fn first_detector(&self) -> Words {
-        Words::new(&self.config, true)
+        self.proto.clone()
     }
 
     /// Takes the next text `s` (at stream offset `base`), after `words`
@@ -693,7 +742,7 @@ impl SieveStream {
         let (from, first) = self.anchor;
         let (mut w, from) = match self.last.take() {
             Some((w, at)) if from < at => (w, at),
-            _ => (Words::starting_at(&self.config, true, first), from),
+            _ => (self.proto.clone().from_token(first), from),
         };
         self.region_from = self.anchor.0;
         let mut lx = LineCtx {

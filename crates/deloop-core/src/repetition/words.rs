@@ -17,12 +17,18 @@ use super::{ClampConfig, Detector};
 
 /// Tokens in a long-period shingle.
 pub(crate) const SHINGLE: usize = 8;
-/// Slots of the shingle table (direct-mapped, a power of two). The size
-/// is fixed: which entries collide then depends only on the last
-/// `long_max_period` tokens, so a detector started that far back (see
+/// Slots of the shingle table (direct-mapped, a power of two) once the
+/// text is long enough; it starts at `TABLE_START` and doubles when the
+/// text's token count (counted from the text's start, also by a detector
+/// that starts mid-text) reaches four times its size, so short texts stay
+/// cheap. Doubling keeps every entry (an entry's new slot is its old slot
+/// or that plus the old size), so which live entries a detector holds
+/// depends only on the tokens it read and the text's token count: a
+/// detector started `long_max_period + 8` tokens back (see
 /// [`super::sieve`]) holds the same live entries as one that read
 /// everything.
-pub(crate) const TABLE: usize = 2048;
+const TABLE: usize = 2048;
+const TABLE_START: usize = 64;
 /// Tokens the ring holds at first; it doubles up to the configured need.
 const RING_START: usize = 64;
 /// Bytes of each token kept for the unit preview.
@@ -289,7 +295,7 @@ impl Words {
             j: 0,
             long: None,
             table: if long_max > 0 {
-                vec![(0, 0); TABLE]
+                vec![(0, 0); TABLE_START]
             } else {
                 Vec::new()
             },
@@ -308,10 +314,14 @@ impl Words {
 
     /// A detector that starts reading at token `first` of the text.
     pub(crate) fn starting_at(config: &ClampConfig, track_partial: bool, first: usize) -> Self {
-        Words {
-            token_base: first,
-            ..Words::new(config, track_partial)
-        }
+        Words::new(config, track_partial).from_token(first)
+    }
+
+    /// This fresh detector, to start reading at token `first` of the text.
+    pub(crate) fn from_token(mut self, first: usize) -> Self {
+        debug_assert_eq!(self.j, 0);
+        self.token_base = first;
+        self
     }
 
     #[inline]
@@ -700,6 +710,9 @@ impl Words {
             }
             if j + 1 >= SHINGLE {
                 let sh = super::fold::mix(self.roll);
+                while j + self.token_base >= 4 * self.table.len() && self.table.len() < TABLE {
+                    self.grow_table();
+                }
                 let tag = (sh >> 32) as u32;
                 let slot = (tag as usize) & (self.table.len() - 1);
                 let (old_tag, at) = self.table[slot];
@@ -725,6 +738,17 @@ impl Words {
         }
         self.ring = ring;
         self.mask = cap - 1;
+    }
+
+    /// Doubles the shingle table, every entry to its new slot.
+    #[cold]
+    fn grow_table(&mut self) {
+        let size = self.table.len() * 2;
+        let mut table = vec![(0, 0); size];
+        for &(tag, at) in &self.table {
+            table[(tag as usize) & (size - 1)] = (tag, at);
+        }
+        self.table = table;
     }
 
     /// Some short run reached its threshold: record where it starts (the
