@@ -503,7 +503,7 @@ pub(crate) fn scan_words(
     config: &ClampConfig,
     lx: &mut LineCtx<'_>,
 ) -> Option<Candidate> {
-    let sieve = if text.len() >= SIEVE_MIN {
+    let sieve = if text.len() >= sieve_min() {
         Sieve::new(config)
     } else {
         None
@@ -566,10 +566,13 @@ pub(crate) fn scan_words(
 /// Texts shorter than this skip the sieve (its tables cost more to set
 /// up than the exact detector spends on them). The tests sieve every
 /// text, however short, to exercise the sieve.
-#[cfg(not(test))]
-const SIEVE_MIN: usize = 4096;
-#[cfg(test)]
-const SIEVE_MIN: usize = 0;
+fn sieve_min() -> usize {
+    if cfg!(test) {
+        0
+    } else {
+        4096
+    }
+}
 
 /// Where the sieve's next look for a quiet token ends: just after an
 /// ASCII white space byte about 64 KiB past `i` (so no token is cut), or
@@ -742,7 +745,7 @@ impl SieveStream {
         let (from, first) = self.anchor;
         let (mut w, from) = match self.last.take() {
             Some((w, at)) if from < at => (w, at),
-            _ => (self.proto.clone().from_token(first), from),
+            _ => (self.proto.clone().at_token(first), from),
         };
         self.region_from = self.anchor.0;
         let mut lx = LineCtx {

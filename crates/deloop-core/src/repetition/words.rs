@@ -314,11 +314,11 @@ impl Words {
 
     /// A detector that starts reading at token `first` of the text.
     pub(crate) fn starting_at(config: &ClampConfig, track_partial: bool, first: usize) -> Self {
-        Words::new(config, track_partial).from_token(first)
+        Words::new(config, track_partial).at_token(first)
     }
 
     /// This fresh detector, to start reading at token `first` of the text.
-    pub(crate) fn from_token(mut self, first: usize) -> Self {
+    pub(crate) fn at_token(mut self, first: usize) -> Self {
         debug_assert_eq!(self.j, 0);
         self.token_base = first;
         self
