@@ -71,15 +71,11 @@ impl Engine {
     /// A streaming engine; `filter` turns the substring pre-filter on.
     pub(crate) fn new(config: &ClampConfig, mode: Mode, filter: bool) -> Self {
         let words_on = mode != Mode::Substring && config.words.enabled;
-        let stream = if words_on && filter {
-            SieveStream::new(config).map(Box::new)
-        } else {
-            None
+        let words = words_on.then(|| Words::new(config, true));
+        let stream = match &words {
+            Some(w) if filter => SieveStream::new(config, w).map(Box::new),
+            _ => None,
         };
-        let words = words_on.then(|| match &stream {
-            Some(st) => st.first_detector(),
-            None => Words::new(config, true),
-        });
         let sub =
             (mode != Mode::Words && config.substring.enabled).then(|| SubScan::new(config, filter));
         Engine {
@@ -159,7 +155,7 @@ impl Engine {
     /// history is trimmed.
     fn catch_up_lines(&mut self, src: Src<'_>) {
         let exact = self.sub.as_ref().is_none_or(|s| s.is_exact());
-        let words = self.stream.is_none();
+        let words = self.stream.as_ref().is_none_or(|st| !st.started());
         for (lines, go) in [(&mut self.wlines, words), (&mut self.slines, exact)] {
             if go && lines.done() < self.pos && src.base <= lines.done() {
                 lines.advance(src.bytes, src.base, self.pos);
@@ -183,7 +179,7 @@ impl Engine {
             if let Some(w) = &mut self.words {
                 let mut lx = LineCtx {
                     lines: &mut self.wlines,
-                    src: st.src(),
+                    src: if st.started() { st.src() } else { src },
                 };
                 fire = feed_words(w, s, base, self.chars, self.words_min, &mut lx);
             }

@@ -158,6 +158,15 @@ struct Tables {
     trace: Vec<(usize, u64)>,
 }
 
+/// A sieve's settings and table sizes, before its tables exist.
+#[derive(Debug, Clone)]
+struct Plan {
+    fixed: Fixed,
+    ring: usize,
+    buckets: usize,
+    win: usize,
+}
+
 /// The pre-filter's state (see the module docs).
 #[derive(Debug, Clone)]
 struct Sieve {
@@ -167,10 +176,11 @@ struct Sieve {
 }
 
 impl Sieve {
-    /// `None` when a loop could complete without an eight-token shingle
-    /// repeating (a threshold below [`SHINGLE`]); the exact detector then
-    /// reads everything.
-    fn new(config: &ClampConfig) -> Option<Self> {
+    /// The settings and table sizes for `config`, or `None` when a loop
+    /// could complete without an eight-token shingle repeating (a
+    /// threshold below [`SHINGLE`]); the exact detector then reads
+    /// everything.
+    fn plan(config: &ClampConfig) -> Option<Plan> {
         let p = Periods::of(config);
         let short_min = p.thr[..p.max_p].iter().copied().min().unwrap_or(u32::MAX) as usize;
         let long_min = if p.long_max > 0 {
@@ -198,7 +208,7 @@ impl Sieve {
         for _ in 0..SHINGLE {
             roll_pow = roll_pow.wrapping_mul(ROLL);
         }
-        Some(Sieve {
+        Some(Plan {
             fixed: Fixed {
                 max_p: p.max_p,
                 streak_flag,
@@ -207,17 +217,31 @@ impl Sieve {
                 lookback,
                 split_cjk: config.words.split_cjk,
             },
+            ring,
+            buckets,
+            win,
+        })
+    }
+
+    /// A sieve with fresh tables.
+    fn new(config: &ClampConfig) -> Option<Self> {
+        Self::plan(config).map(Self::from_plan)
+    }
+
+    fn from_plan(plan: Plan) -> Self {
+        Sieve {
+            fixed: plan.fixed,
             hot: Hot::default(),
             tables: Tables {
-                keys: vec![0; ring],
-                starts: vec![0; ring],
-                count: vec![0; buckets],
-                window: vec![0; win],
+                keys: vec![0; plan.ring],
+                starts: vec![0; plan.ring],
+                count: vec![0; plan.buckets],
+                window: vec![0; plan.win],
                 base: 0,
                 #[cfg(test)]
                 trace: Vec::new(),
             },
-        })
+        }
     }
 
     /// Where a fresh exact detector may start, as (byte offset, token
@@ -594,6 +618,11 @@ fn window_end(text: &str, i: usize) -> usize {
 /// good (a stretch with no quiet token, or no token boundary, this long).
 const STREAM_CAP: usize = 256 * 1024;
 
+/// Streams shorter than this are read by the exact detector alone (the
+/// sieve's tables cost more to set up than it saves); the tests start
+/// the sieve early, so both phases and the switch are exercised.
+const STREAM_MIN: usize = if cfg!(test) { 100 } else { 4096 };
+
 /// The sieve in front of the streaming word detector.
 ///
 /// The stream's text is kept from the last restart point on. The sieve
@@ -607,7 +636,14 @@ const STREAM_CAP: usize = 256 * 1024;
 /// rest of the stream.
 #[derive(Debug, Clone)]
 pub(crate) struct SieveStream {
-    sieve: Sieve,
+    plan: Plan,
+    /// The sieve, once the stream is long enough ([`STREAM_MIN`]): it
+    /// starts at a token boundary, `t0` tokens into the stream, and the
+    /// exact detector that reads the stream from its start runs on until
+    /// the sieve has read `warm` tokens (its window is then full).
+    sieve: Option<Sieve>,
+    t0: usize,
+    warm: usize,
     /// A fresh exact detector, cloned for each region.
     proto: Words,
     /// The stream from `base` to the engine's position.
@@ -630,17 +666,21 @@ pub(crate) struct SieveStream {
 
 impl SieveStream {
     /// `None` when the configuration cannot be sieved in a stream.
-    pub(crate) fn new(config: &ClampConfig) -> Option<Self> {
-        let mut sieve = Sieve::new(config)?;
+    pub(crate) fn new(config: &ClampConfig, first: &Words) -> Option<Self> {
+        let mut plan = Sieve::plan(config)?;
         // A loop can complete inside the token being read: flag one
         // match earlier.
-        if sieve.fixed.streak_flag < 2 {
+        if plan.fixed.streak_flag < 2 {
             return None;
         }
-        sieve.fixed.streak_flag -= 1;
+        plan.fixed.streak_flag -= 1;
+        let warm = plan.win + plan.fixed.lookback + SHINGLE;
         Some(SieveStream {
-            sieve,
-            proto: Words::new(config, true),
+            plan,
+            sieve: None,
+            t0: 0,
+            warm,
+            proto: first.clone(),
             hist: String::new(),
             base: 0,
             sieved: 0,
@@ -650,12 +690,6 @@ impl SieveStream {
             region_from: 0,
             last: None,
         })
-    }
-
-    /// The exact detector the stream starts with (it runs until the text
-    /// is long enough and a quiet token comes).
-    pub(crate) fn first_detector(&self) -> Words {
-        self.proto.clone()
     }
 
     /// Takes the next text `s` (at stream offset `base`), after `words`
@@ -673,13 +707,30 @@ impl SieveStream {
         past_min: bool,
     ) -> Option<usize> {
         let end = base + s.len();
-        let split_cjk = self.sieve.fixed.split_cjk;
-        if let Some((i, c)) = s
+        let split_cjk = self.plan.fixed.split_cjk;
+        let Some((i, c)) = s
             .char_indices()
             .rev()
             .find(|&(_, c)| c.is_whitespace() || (split_cjk && is_cjk(c)))
-        {
-            self.cut = base + i + c.len_utf8();
+        else {
+            return self.read(end, words, lines, past_min, false);
+        };
+        self.cut = base + i + c.len_utf8();
+        if self.sieve.is_none() {
+            // Start the sieve at this boundary once the stream is long
+            // enough: the exact detector has read every token before it.
+            let w = words.as_ref().filter(|_| end >= STREAM_MIN)?;
+            self.sieve = Some(Sieve::from_plan(self.plan.clone()));
+            self.t0 = w.tokens_read();
+            // From here on the line tracker is read lazily from the
+            // history, which starts at the boundary.
+            lines.advance(s.as_bytes(), base, self.cut);
+            self.hist = s[self.cut - base..].to_string();
+            self.base = self.cut;
+            self.sieved = self.cut;
+            self.anchor = (self.cut, self.t0);
+            self.anchored = self.warm;
+            return None;
         }
         self.read(end, words, lines, past_min, false)
     }
@@ -695,27 +746,31 @@ impl SieveStream {
         past_min: bool,
         at_end: bool,
     ) -> Option<usize> {
+        self.sieve.as_ref()?;
         while self.sieved < self.cut {
+            let Some(sieve) = self.sieve.as_mut() else {
+                break;
+            };
             let text = &self.hist[self.sieved - self.base..self.cut - self.base];
-            self.sieve.tables.base = self.sieved;
+            sieve.tables.base = self.sieved;
             let mut i = 0;
             if words.is_some() {
-                let hit = self.sieve.run::<QUIET>(text, &mut i);
+                let hit = sieve.run::<QUIET>(text, &mut i);
                 self.sieved = (self.sieved + i).min(self.cut);
                 if hit.is_none() {
                     break;
                 }
-                if past_min {
+                if past_min && sieve.hot.j > self.warm {
                     // In step with the whole-stream detector again.
                     self.last = words.take().map(|w| (w, end));
-                    self.anchored = self.sieve.hot.j - 1;
-                    if let Some(r) = self.sieve.restart() {
-                        self.anchor = r;
+                    self.anchored = sieve.hot.j - 1;
+                    if let Some((at, t)) = sieve.restart() {
+                        self.anchor = (at, self.t0 + t);
                     }
                 }
                 continue;
             }
-            let hit = self.sieve.run::<FLAG>(text, &mut i);
+            let hit = sieve.run::<FLAG>(text, &mut i);
             self.sieved = (self.sieved + i).min(self.cut);
             if hit.is_none() {
                 break;
@@ -770,10 +825,13 @@ impl SieveStream {
 
     /// Moves the anchor to the last quiet token read since the last look.
     fn find_anchor(&mut self) {
-        let j = self.sieve.hot.j;
+        let Some(sieve) = &self.sieve else {
+            return;
+        };
+        let j = sieve.hot.j;
         if j > self.anchored {
-            if let Some(r) = self.sieve.restart_since(self.anchored) {
-                self.anchor = r;
+            if let Some((at, t)) = sieve.restart_since(self.anchored) {
+                self.anchor = (at, self.t0 + t);
             }
             self.anchored = j;
         }
@@ -813,8 +871,24 @@ impl SieveStream {
         lines.advance(self.hist.as_bytes(), self.base, end);
     }
 
+    /// True once the sieve reads the stream (before, the exact detector
+    /// reads it alone and the engine keeps the line tracker).
+    pub(crate) fn started(&self) -> bool {
+        self.sieve.is_some()
+    }
+
     /// The stream ends at `end`: the last token is complete.
     pub(crate) fn finish(&mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
+        if self.sieve.is_none() {
+            if let Some(w) = words {
+                let mut lx = LineCtx {
+                    lines,
+                    src: Src::EMPTY,
+                };
+                w.finish(end, &mut lx);
+            }
+            return;
+        }
         self.cut = end;
         self.read(end, words, lines, true, true);
         if let Some(w) = words {
@@ -838,9 +912,11 @@ impl SieveStream {
         }
     }
 
-    /// Appends the next text to the history.
+    /// Appends the next text to the history (kept once the sieve runs).
     pub(crate) fn push(&mut self, s: &str) {
-        self.hist.push_str(s);
+        if self.sieve.is_some() {
+            self.hist.push_str(s);
+        }
     }
 
     /// A byte offset no future word cut can fall before: a loop found
@@ -848,6 +924,7 @@ impl SieveStream {
     /// `long_max_period` tokens before the next one (see the module docs).
     pub(crate) fn settled(&self, words: Option<&Words>) -> usize {
         match words {
+            Some(w) if self.sieve.is_none() => w.settled(),
             Some(w) => self.region_from.max(w.settled()),
             None => self.anchor.0,
         }

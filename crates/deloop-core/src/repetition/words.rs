@@ -317,6 +317,12 @@ impl Words {
         Words::new(config, track_partial).at_token(first)
     }
 
+    /// Tokens of the text this detector has finished (counting those
+    /// before it started).
+    pub(crate) fn tokens_read(&self) -> usize {
+        self.j + self.token_base
+    }
+
     /// This fresh detector, to start reading at token `first` of the text.
     pub(crate) fn at_token(mut self, first: usize) -> Self {
         debug_assert_eq!(self.j, 0);
