@@ -802,6 +802,30 @@ mod tests {
         assert_eq!(fired, expected);
     }
 
+    /// With a minimum length longer than the sieve's warm-up, the first
+    /// exact detector runs until the stream is that long: a loop that
+    /// starts earlier is reported where the reference reports it (at the
+    /// minimum length), not where it starts.
+    #[test]
+    fn a_long_minimum_length_keeps_the_first_detector() {
+        let mut config = ClampConfig::default();
+        config.substring.enabled = false;
+        config.words.min_chars = 20_000;
+        let mut text: String = (0..1200).map(|i| format!("t{i} ")).collect();
+        text.push_str(&"de la casa grande ".repeat(1500));
+        let expected = reference_stream(&text, &config).map(|(at, _)| at);
+        assert!(expected.is_some_and(|at| at >= 20_000));
+        let mut w = StreamWatcher::new(config);
+        let mut got = None;
+        for chunk in text.as_bytes().chunks(64) {
+            if let Some(cut) = w.feed(chunk) {
+                got = Some(cut.detected_at);
+                break;
+            }
+        }
+        assert_eq!(got, expected);
+    }
+
     #[test]
     fn invalid_byte_after_a_long_token_does_not_panic() {
         for n in 20..26 {
