@@ -172,36 +172,31 @@ impl Engine {
             bytes: s.as_bytes(),
             base,
         };
-        // The word detector first, up to the first prefix where it fires.
-        let wfire = if let Some(st) = &mut self.stream {
+        // The word detector first, up to the first prefix where it fires:
+        // the exact detector (if one runs), then the sieve (if it reads).
+        if let Some(st) = &mut self.stream {
             st.push(s);
-            let mut fire = None;
-            if let Some(w) = &mut self.words {
+        }
+        let wsrc = match &self.stream {
+            Some(st) if st.started() => st.src(),
+            _ => src,
+        };
+        let mut wfire = match &mut self.words {
+            Some(w) => {
                 let mut lx = LineCtx {
                     lines: &mut self.wlines,
-                    src: if st.started() { st.src() } else { src },
+                    src: wsrc,
                 };
-                fire = feed_words(w, s, base, self.chars, self.words_min, &mut lx);
+                feed_words(w, s, base, self.chars, self.words_min, &mut lx)
             }
-            if fire.is_none() {
-                let past_min = self.chars >= self.words_min;
-                fire = st
-                    .advance(s, base, &mut self.words, &mut self.wlines, past_min)
-                    .map(|at| at.saturating_sub(base));
-            }
-            fire
-        } else {
-            match &mut self.words {
-                Some(w) => {
-                    let mut lx = LineCtx {
-                        lines: &mut self.wlines,
-                        src,
-                    };
-                    feed_words(w, s, base, self.chars, self.words_min, &mut lx)
-                }
-                None => None,
-            }
+            None => None,
         };
+        if let (None, Some(st)) = (wfire, &mut self.stream) {
+            let past_min = self.chars >= self.words_min;
+            wfire = st
+                .advance(s, base, &mut self.words, &mut self.wlines, past_min)
+                .map(|at| at.saturating_sub(base));
+        }
         let limit = wfire.unwrap_or(s.len());
         // The substring detector up to there: it wins only if it fires
         // strictly earlier.
@@ -309,14 +304,17 @@ impl Engine {
 
     /// Ends the input: the last token becomes final.
     pub(crate) fn finish(&mut self) {
-        if let Some(st) = &mut self.stream {
-            st.finish(self.pos, &mut self.words, &mut self.wlines);
-            return;
+        // Once the sieve reads the stream, the line tracker is read from
+        // its history; before, it is up to date.
+        let mut src = Src::EMPTY;
+        if let Some(st) = self.stream.as_deref_mut().filter(|st| st.started()) {
+            st.read_to_end(self.pos, &mut self.words, &mut self.wlines);
+            src = st.src();
         }
         if let Some(w) = &mut self.words {
             let mut lx = LineCtx {
                 lines: &mut self.wlines,
-                src: Src::EMPTY,
+                src,
             };
             w.finish(self.pos, &mut lx);
         }

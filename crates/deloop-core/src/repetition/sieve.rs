@@ -248,23 +248,7 @@ impl Sieve {
     /// index): `lookback` tokens before the last quiet token, or the
     /// text's start; `None` when no quiet token is within reach.
     fn restart(&self) -> Option<(usize, usize)> {
-        let f = &self.fixed;
-        let t = &self.tables;
-        let j = self.hot.j;
-        let ring = t.keys.len();
-        let oldest = (j + f.lookback).saturating_sub(ring);
-        let mut q = j;
-        while q > oldest {
-            q -= 1;
-            if !quiet(f, t, q) {
-                continue;
-            }
-            return Some(match q.checked_sub(f.lookback) {
-                Some(s) => (t.starts[s & (ring - 1)] >> 1, s),
-                None => (0, 0),
-            });
-        }
-        None
+        self.restart_since(0)
     }
 
     /// [`Sieve::restart`] for a quiet token among the tokens from index
@@ -311,7 +295,7 @@ impl Sieve {
                     p += ((!swar::ws(x) & swar::HI).trailing_zeros() / 8) as usize;
                     continue;
                 }
-                match general(f, &mut h, t, s, &mut p, WANT) {
+                match general::<WANT>(f, &mut h, t, s, &mut p) {
                     Some(e) => break Some(e),
                     None => continue,
                 }
@@ -331,19 +315,25 @@ impl Sieve {
             if end < n && b[end] >= 0x80 {
                 // The token goes on with a character that is not ASCII.
                 p = start;
-                match general(f, &mut h, t, s, &mut p, WANT) {
+                match general::<WANT>(f, &mut h, t, s, &mut p) {
                     Some(e) => break Some(e),
                     None => continue,
                 }
             }
-            let last = b[end - 1];
-            let key = if !is_punct(last) {
-                acc.wrapping_add(((x | LOW) & ((1u64 << (8 * k)) - 1)).wrapping_mul(mul))
+            // The key's bytes in the last eight: the token's, minus one
+            // trailing punctuation byte; other shapes byte by byte.
+            let core = if !is_punct(b[end - 1]) {
+                Some(k)
             } else if k >= 2 && !is_punct(b[end - 2]) {
-                let c = k - 1;
-                acc.wrapping_add(((x | LOW) & ((1u64 << (8 * c)) - 1)).wrapping_mul(mul))
+                Some(k - 1)
             } else {
-                ascii_key(&b[start..end])
+                None
+            };
+            let key = match core {
+                Some(c) => {
+                    acc.wrapping_add(((x | LOW) & ((1u64 << (8 * c)) - 1)).wrapping_mul(mul))
+                }
+                None => ascii_key(&b[start..end]),
             };
             // `b[end]` is white space (or past the end): skip it.
             p = end + 1;
@@ -449,22 +439,14 @@ fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool
 /// Reads the tokens of the span from `*i` to the next ASCII white space
 /// (or the end) character by character, with the exact detector's rules
 /// (Unicode white space, CJK characters as tokens). Stops after a token
-/// whose result has a `want` bit, returning where it ends.
-fn general(
+/// [`hit`] stops at, returning where it ends.
+fn general<const WANT: u8>(
     f: &Fixed,
     h: &mut Hot,
     t: &mut Tables,
     s: &str,
     i: &mut usize,
-    want: u8,
 ) -> Option<usize> {
-    let step = |f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize, want: u8| {
-        if want == FLAG {
-            hit::<FLAG>(f, h, t, key, start)
-        } else {
-            hit::<QUIET>(f, h, t, key, start)
-        }
-    };
     let b = s.as_bytes();
     let mut end = *i;
     while end < b.len() && !is_ascii_ws(b[end]) {
@@ -479,7 +461,7 @@ fn general(
         let cjk = f.split_cjk && is_cjk(c);
         if c.is_whitespace() || cjk {
             if let Some(start) = active.take() {
-                if step(f, h, t, core.value(), start, want) {
+                if hit::<WANT>(f, h, t, core.value(), start) {
                     *i = pos;
                     return Some(pos);
                 }
@@ -505,7 +487,7 @@ fn general(
         if cjk {
             let start = active.take().unwrap_or(pos);
             let after = pos + c.len_utf8();
-            if step(f, h, t, core.value(), start, want) {
+            if hit::<WANT>(f, h, t, core.value(), start) {
                 *i = after;
                 return Some(after);
             }
@@ -513,7 +495,7 @@ fn general(
     }
     *i = end;
     if let Some(start) = active {
-        if step(f, h, t, core.value(), start, want) {
+        if hit::<WANT>(f, h, t, core.value(), start) {
             return Some(end);
         }
     }
@@ -805,10 +787,7 @@ impl SieveStream {
         self.region_from = self.anchor.0;
         let mut lx = LineCtx {
             lines,
-            src: Src {
-                bytes: self.hist.as_bytes(),
-                base: self.base,
-            },
+            src: self.src(),
         };
         let stop = if at_end { Stop::Never } else { Stop::Verdict };
         let fired = w
@@ -877,30 +856,12 @@ impl SieveStream {
         self.sieve.is_some()
     }
 
-    /// The stream ends at `end`: the last token is complete.
-    pub(crate) fn finish(&mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
-        if self.sieve.is_none() {
-            if let Some(w) = words {
-                let mut lx = LineCtx {
-                    lines,
-                    src: Src::EMPTY,
-                };
-                w.finish(end, &mut lx);
-            }
-            return;
-        }
+    /// The stream ends at `end`: the last token is complete, so the sieve
+    /// reads it (an exact detector may start on it). The caller then ends
+    /// the exact detector, if one runs, reading lines from [`Self::src`].
+    pub(crate) fn read_to_end(&mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
         self.cut = end;
         self.read(end, words, lines, true, true);
-        if let Some(w) = words {
-            let mut lx = LineCtx {
-                lines,
-                src: Src {
-                    bytes: self.hist.as_bytes(),
-                    base: self.base,
-                },
-            };
-            w.finish(end, &mut lx);
-        }
     }
 
     /// Text the exact detector reads through the line tracker while it
