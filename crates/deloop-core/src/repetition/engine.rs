@@ -598,7 +598,7 @@ mod tests {
     proptest! {
         // PROPTEST_CASES raises the count for a longer hunt.
         #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+            crate::repetition::test_cases::cases(64)
         ))]
 
         #[test]
@@ -649,7 +649,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+            crate::repetition::test_cases::cases(64)
         ))]
 
         /// What the watcher calls settled is never cut later, and never
@@ -712,7 +712,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+            crate::repetition::test_cases::cases(64)
         ))]
 
         /// With invalid bytes anywhere (the watcher then leaves the filter

@@ -28,6 +28,8 @@ mod prefilter;
 mod sieve;
 mod substring;
 mod swar;
+#[cfg(test)]
+mod test_cases;
 mod words;
 
 pub use config::{ClampConfig, HealthyConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS};

@@ -906,7 +906,8 @@ mod tests {
     use crate::repetition::healthy::{Lines, Src};
     use proptest::prelude::*;
 
-    fn plain(text: &str, config: &ClampConfig) -> Option<Candidate> {
+    /// `scan` over the whole of `text`, with a fresh line tracker.
+    fn with_lines<R>(text: &str, scan: impl FnOnce(&mut LineCtx<'_>) -> R) -> R {
         let mut lines = Lines::default();
         let mut lx = LineCtx {
             lines: &mut lines,
@@ -915,20 +916,17 @@ mod tests {
                 base: 0,
             },
         };
-        let mut w = Words::new(config, false);
-        exact_from(&mut w, text, 0, &mut lx)
+        scan(&mut lx)
+    }
+
+    fn plain(text: &str, config: &ClampConfig) -> Option<Candidate> {
+        with_lines(text, |lx| {
+            exact_from(&mut Words::new(config, false), text, 0, lx)
+        })
     }
 
     fn sieved(text: &str, config: &ClampConfig) -> Option<Candidate> {
-        let mut lines = Lines::default();
-        let mut lx = LineCtx {
-            lines: &mut lines,
-            src: Src {
-                bytes: text.as_bytes(),
-                base: 0,
-            },
-        };
-        scan_words(text, config, &mut lx)
+        with_lines(text, |lx| scan_words(text, config, lx))
     }
 
     /// Spellings with equal exact keys (case, trailing punctuation,
@@ -1035,7 +1033,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+            crate::repetition::test_cases::cases(48)
         ))]
 
         /// The sieve's scan reports exactly what the exact detector
