@@ -7,7 +7,7 @@ mod loops_support;
 
 use deloop_core::loops::replay::{CallVerdict, Replay};
 use deloop_core::loops::{Guard, Level, LoopConfig, Profile};
-use loops_support::{parse_events, shared_dir};
+use loops_support::parse_events;
 use serde_json::Value;
 
 struct Scenario {
@@ -17,7 +17,7 @@ struct Scenario {
 }
 
 fn scenarios() -> Vec<Scenario> {
-    let root = shared_dir().join("corpora/openclaw-loops");
+    let root = deloop_testdata::corpus("openclaw-loops");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("manifest.json")).unwrap())
             .unwrap();

@@ -2,27 +2,16 @@
 //! texts joined) unchanged, byte for byte. The seed's rules cut 7.8 MB of
 //! them down to 3.0 MB (dot leaders, alignment spaces, an OCR quote run).
 
-use std::path::PathBuf;
-
 use deloop_core::repetition::{clamp, ClampConfig};
 
-fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("DELOOP_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
-}
-
-/// Each document as `(id, title + "\n\n" + text)`.
-fn documents() -> Vec<(String, String)> {
-    let path = shared_dir().join("data/scifact/corpus.jsonl");
-    let data = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e}; set DELOOP_SHARED_DIR to the shared data folder",
-            path.display()
-        )
-    });
-    data.lines()
+/// Each document as `(id, title + "\n\n" + text)`, or `None` when the
+/// real-data folder is absent (and not required).
+fn documents(suite: &str) -> Option<Vec<(String, String)>> {
+    let path = deloop_testdata::shared_data("data/scifact/corpus.jsonl", suite)?;
+    let data = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let docs = data
+        .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).expect("valid JSON line");
@@ -35,12 +24,15 @@ fn documents() -> Vec<(String, String)> {
                 ),
             )
         })
-        .collect()
+        .collect();
+    Some(docs)
 }
 
 #[test]
 fn default_guard_leaves_every_scifact_document_unchanged() {
-    let docs = documents();
+    let Some(docs) = documents("repetition_scifact (every document)") else {
+        return;
+    };
     assert_eq!(docs.len(), 5183);
     let config = ClampConfig::default();
     let mut changed = Vec::new();
@@ -55,7 +47,10 @@ fn default_guard_leaves_every_scifact_document_unchanged() {
 
 #[test]
 fn default_guard_leaves_the_whole_corpus_unchanged_as_one_text() {
-    let docs: Vec<String> = documents().into_iter().map(|(_, d)| d).collect();
+    let Some(docs) = documents("repetition_scifact (one text)") else {
+        return;
+    };
+    let docs: Vec<String> = docs.into_iter().map(|(_, d)| d).collect();
     let joined = docs.join("\n\n");
     let out = clamp(&joined, &ClampConfig::default());
     assert!(out.reports.is_empty(), "{:?}", out.reports);
@@ -68,7 +63,9 @@ fn seed_rules_fire_on_the_documents_the_issue_names() {
     // spaces and the OCR quote run (the documents holding them, by id).
     let config = ClampConfig::seed_compat();
     let named = ["9650982", "12207167", "36271512", "86217760"];
-    let docs = documents();
+    let Some(docs) = documents("repetition_scifact (seed rules)") else {
+        return;
+    };
     for id in named {
         let (_, doc) = docs
             .iter()

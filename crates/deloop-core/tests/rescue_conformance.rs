@@ -1,4 +1,4 @@
-//! Conformance of `repair` on the two peer corpora in `shared/corpora`:
+//! Conformance of `repair` on the two peer corpora vendored in `testdata/corpora`:
 //! `jsonrepair` (npm jsonrepair 3.15.0 test suite, ISC licence, notice in
 //! `corpora/jsonrepair/LICENSE.md`) and `json-repair-py` (Python
 //! json-repair test suite, MIT licence, notice in

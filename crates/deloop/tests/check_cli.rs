@@ -6,21 +6,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
-fn shared() -> PathBuf {
-    let dir = match std::env::var_os("DELOOP_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")),
-    };
-    assert!(
-        dir.is_dir(),
-        "shared data folder not found at {} (set DELOOP_SHARED_DIR)",
-        dir.display()
-    );
-    dir
-}
-
 fn scenario(name: &str) -> PathBuf {
-    shared().join(format!("corpora/openclaw-loops/scenarios/{name}.jsonl"))
+    deloop_testdata::corpus("openclaw-loops").join(format!("scenarios/{name}.jsonl"))
 }
 
 fn deloop(args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -113,7 +100,7 @@ fn openclaw_profile_reproduces_expected_verdicts() {
         );
         let lines = json_lines(&out);
         let expected = std::fs::read_to_string(
-            shared().join(format!("corpora/openclaw-loops/expected/{name}.jsonl")),
+            deloop_testdata::corpus("openclaw-loops").join(format!("expected/{name}.jsonl")),
         )
         .unwrap();
         let expected: Vec<Value> = expected

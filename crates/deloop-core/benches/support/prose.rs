@@ -2,19 +2,9 @@
 //! SciFact titles and abstracts from `../shared/data/scifact/corpus.jsonl`
 //! (or `$DELOOP_SHARED_DIR`), repeated document by document.
 
-use std::path::PathBuf;
-
-/// The shared data folder.
-pub fn shared_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("DELOOP_SHARED_DIR") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
-}
-
 /// `size` bytes of prose (cut at a character boundary).
 pub fn prose(size: usize) -> String {
-    let path = shared_dir().join("data/scifact/corpus.jsonl");
+    let path = deloop_testdata::shared_dir().join("data/scifact/corpus.jsonl");
     let data = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; set DELOOP_SHARED_DIR", path.display()));
     let mut out = String::with_capacity(size + 4096);

@@ -1,25 +1,8 @@
 //! Shared helpers of the loop-detection integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
 use deloop_core::loops::replay::Event;
 use serde_json::Value;
-
-/// `$DELOOP_SHARED_DIR`, or `<workspace root>/../shared`. Panics with a
-/// clear message when missing: these tests never skip silently.
-pub fn shared_dir() -> PathBuf {
-    let dir = match std::env::var_os("DELOOP_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")),
-    };
-    assert!(
-        dir.is_dir(),
-        "shared data folder not found at {} (set DELOOP_SHARED_DIR)",
-        dir.display()
-    );
-    dir
-}
 
 fn opt_str(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(String::from)

@@ -3,21 +3,6 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::path::PathBuf;
-
-/// `$DELOOP_SHARED_DIR`, or `<workspace root>/../shared`.
-pub fn shared_dir() -> PathBuf {
-    let dir = match std::env::var_os("DELOOP_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("../shared"),
-    };
-    assert!(
-        dir.join("corpora").is_dir(),
-        "shared data folder not found at {} (set DELOOP_SHARED_DIR to the folder holding corpora/)",
-        dir.display()
-    );
-    dir
-}
 
 /// One input → expected pair.
 #[derive(Debug, Clone)]
@@ -34,7 +19,7 @@ pub struct Case {
 
 /// Loads `corpora/<name>/cases.jsonl`.
 pub fn corpus(name: &str) -> Vec<Case> {
-    let path = shared_dir().join("corpora").join(name).join("cases.jsonl");
+    let path = deloop_testdata::corpus(name).join("cases.jsonl");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let mut out = Vec::new();
