@@ -461,6 +461,18 @@ impl Replay {
         id: Option<&str>,
         body: OutcomeBody<'_>,
     ) -> Result<(), ReplayError> {
+        self.push_result_indexed(id, body).map(|_| ())
+    }
+
+    /// [`Replay::push_result`], returning the index of the call the outcome
+    /// answered (`None` when it was ignored: a late result of a forgotten
+    /// call). A live API uses it to report the answered call's verdict,
+    /// which an outcome may replace ([`CallVerdict::from_outcome`]).
+    pub fn push_result_indexed(
+        &mut self,
+        id: Option<&str>,
+        body: OutcomeBody<'_>,
+    ) -> Result<Option<usize>, ReplayError> {
         let index = match id {
             Some(i) => match self.find_waiting(i) {
                 Some((h, p, index)) => {
@@ -478,7 +490,7 @@ impl Replay {
                             self.forgotten.remove(i);
                         }
                         self.ignored += 1;
-                        return Ok(());
+                        return Ok(None);
                     }
                     return Err(ReplayError::UnknownId(i.to_string()));
                 }
@@ -498,7 +510,7 @@ impl Replay {
         self.slots[i].answered = true;
         let slot = &self.slots[i];
         if slot.blocked {
-            return Ok(());
+            return Ok(Some(index));
         }
         let mut outcome = Outcome::new(body);
         outcome.call_id = id;
@@ -509,7 +521,7 @@ impl Replay {
             cv.verdict = v;
             cv.from_outcome = true;
         }
-        Ok(())
+        Ok(Some(index))
     }
 
     /// Feeds a compaction (same as [`Event::Compaction`]).
@@ -580,6 +592,21 @@ impl Replay {
         } else {
             &self.verdicts[self.taken - self.base..]
         }
+    }
+
+    /// The verdict of call `index` while the replay still holds it: every
+    /// call for a replay from [`Replay::new`]; for a streaming replay, calls
+    /// not yet handed out by [`Replay::pop_settled`].
+    pub fn verdict(&self, index: usize) -> Option<&CallVerdict> {
+        let first = if self.retain {
+            self.base
+        } else {
+            self.taken.max(self.base)
+        };
+        if index < first {
+            return None;
+        }
+        self.verdicts.get(index - self.base)
     }
 
     /// Number of calls seen so far.
