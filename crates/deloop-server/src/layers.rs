@@ -1,0 +1,111 @@
+//! Cross-cutting behaviour as middleware, not code inside handlers: auth,
+//! load shedding with a whole-request deadline, and request metrics.
+
+use std::time::Instant;
+
+use axum::body::{Body, HttpBody};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
+
+use crate::auth::{bearer, Access};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Paths that answer without a key (probes).
+fn is_open_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+/// Bearer-token auth: 401 without a key, 403 with a wrong one.
+pub async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if state.0.keys.is_empty() || is_open_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    match state.0.keys.check(presented) {
+        Access::Granted => next.run(req).await,
+        Access::Missing => {
+            let mut res = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "this server needs an API key: send `Authorization: Bearer <key>`",
+            )
+            .into_response();
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            res
+        }
+        Access::Denied => {
+            ApiError::new(StatusCode::FORBIDDEN, "the API key is not accepted").into_response()
+        }
+    }
+}
+
+/// The concurrency limit (503 with `Retry-After` when every permit is
+/// taken, instead of an unbounded queue) and the whole-request deadline
+/// (408) up to the response head. A streamed body keeps its permit until it
+/// ends; streams are governed by their own idle timeout.
+pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if is_open_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let Ok(permit) = state.0.permits.clone().try_acquire_owned() else {
+        state.0.metrics.shed();
+        return ApiError::unavailable(
+            "the server is at its concurrency limit (server.concurrency_limit); retry shortly",
+            state.0.settings.retry_after_secs,
+        )
+        .into_response();
+    };
+    let deadline = state.0.settings.request_timeout();
+    match tokio::time::timeout(deadline, next.run(req)).await {
+        Ok(res) => {
+            // A complete body (the usual JSON answer) is done: release the
+            // permit now. A streamed one holds it until its last chunk.
+            if res.body().size_hint().exact().is_some() {
+                return res;
+            }
+            let (parts, body) = res.into_parts();
+            let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+                let _held = &permit;
+                chunk
+            }));
+            Response::from_parts(parts, body)
+        }
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request took longer than {} s (server.request_timeout_secs)",
+                deadline.as_secs()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// Counts requests and their latency to the response head, by route pattern.
+pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = req.method().as_str().to_string();
+    let res = next.run(req).await;
+    state.0.metrics.request(
+        &route,
+        &method,
+        res.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    res
+}

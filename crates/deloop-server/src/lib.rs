@@ -1,0 +1,164 @@
+//! deloop over HTTP.
+//!
+//! `deloop serve` answers the seed's `POST /api/oracle`, `/api/help` and
+//! `/api/tutor`, exposes every guard as an endpoint that answers the same
+//! JSON as the command line's `--json`, keeps live-agent sessions for
+//! tool-call loop detection, and mounts the MCP server at `/mcp`.
+//!
+//! Handlers are thin: they extract, call a library flow (`deloop-core`,
+//! `deloop-render`, `deloop-oracle`) and answer. Auth, the concurrency
+//! limit, deadlines, request ids, CORS and metrics are layers.
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use deloop_server::{router, AppState, ServerSettings};
+//! # let state: AppState = todo!();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! deloop_server::serve(listener, state, std::future::pending()).await
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod error;
+pub mod layers;
+pub mod metrics;
+pub mod routes;
+pub mod sessions;
+pub mod settings;
+pub mod state;
+pub mod streams;
+
+use std::future::{Future, IntoFuture};
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{header, HeaderName, Method};
+use axum::routing::{delete, get, post};
+use axum::{middleware, Router};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub use error::{ApiError, ApiJson};
+pub use settings::{ServerSettings, SessionSettings, SettingsError};
+pub use state::AppState;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The router with every route and layer.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/v1/sessions/{session}/calls", post(routes::sessions::call))
+        .route(
+            "/v1/sessions/{session}/results",
+            post(routes::sessions::result),
+        )
+        .route(
+            "/v1/sessions/{session}/compaction",
+            post(routes::sessions::compaction),
+        )
+        .route("/v1/sessions/{session}", delete(routes::sessions::forget))
+        .route("/metrics", get(routes::ops::metrics))
+        .route("/healthz", get(routes::ops::healthz))
+        .route("/readyz", get(routes::ops::readyz))
+        .route_layer(middleware::from_fn_with_state(state.clone(), layers::track));
+    let settings = state.settings();
+    let cors = cors_layer(&settings.cors_origins);
+    let max_body = settings.max_body_bytes;
+    let mut app = api
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            layers::limits,
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state);
+    if let Some(cors) = cors {
+        app = app.layer(cors);
+    }
+    app.layer(
+        TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            let id = req
+                .headers()
+                .get(&REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }),
+    )
+    .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| o.parse().ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+            .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+            .expose_headers([REQUEST_ID]),
+    )
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves; then stops
+/// accepting, lets in-flight requests and streams finish for up to
+/// `server.shutdown_grace_secs`, and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let grace = Duration::from_secs(state.settings().shutdown_grace_secs);
+    let app = router(state);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        let _ = tx.send(true);
+    });
+    let deadline = async move {
+        let mut rx = rx;
+        let _ = rx.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(grace).await;
+        tracing::warn!(
+            grace_secs = grace.as_secs(),
+            "shutdown grace period over; exiting"
+        );
+    };
+    tokio::select! {
+        r = server.into_future() => r,
+        () = deadline => Ok(()),
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,208 @@
+//! Prometheus metrics: requests and latency per route, loops cut and
+//! characters saved, tool-call verdicts by level and detector, sessions.
+
+use std::sync::atomic::AtomicI64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of the request metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The route pattern (`/v1/sessions/{session}/calls`), never the raw path.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The status code.
+    pub status: u16,
+}
+
+/// Labels of the loop-cut metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CutLabels {
+    /// Where the cut happened: `clamp`, `ask`, `proxy`.
+    pub source: String,
+    /// The detector that fired.
+    pub detector: String,
+}
+
+/// Labels of the tool-call verdict metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabels {
+    /// `ok`, `warning`, `critical`.
+    pub level: String,
+    /// The detector, or `none`.
+    pub detector: String,
+}
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteLabels, Counter>,
+    latency: Family<RouteLabels, Histogram>,
+    loops_cut: Family<CutLabels, Counter>,
+    chars_saved: Family<CutLabels, Counter>,
+    verdicts: Family<VerdictLabels, Counter>,
+    sessions_evicted: Counter,
+    sessions_expired: Counter,
+    sessions_live: Gauge<i64, AtomicI64>,
+    shed: Counter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs … ~52 s, doubling.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0001, 2.0, 20,
+    ))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("deloop");
+        let requests = Family::<RouteLabels, Counter>::default();
+        let latency =
+            Family::<RouteLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        let loops_cut = Family::<CutLabels, Counter>::default();
+        let chars_saved = Family::<CutLabels, Counter>::default();
+        let verdicts = Family::<VerdictLabels, Counter>::default();
+        let sessions_evicted = Counter::default();
+        let sessions_expired = Counter::default();
+        let sessions_live = Gauge::<i64, AtomicI64>::default();
+        let shed = Counter::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by route, method and status",
+            requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to the response head, by route, method and status",
+            latency.clone(),
+        );
+        registry.register("loops_cut", "Text loops cut by a guard", loops_cut.clone());
+        registry.register(
+            "chars_saved",
+            "Characters removed or not generated because a loop was cut",
+            chars_saved.clone(),
+        );
+        registry.register(
+            "tool_call_verdicts",
+            "Tool-call verdicts by level and detector",
+            verdicts.clone(),
+        );
+        registry.register(
+            "sessions_evicted",
+            "Sessions evicted at the cap (least recently used first)",
+            sessions_evicted.clone(),
+        );
+        registry.register(
+            "sessions_expired",
+            "Sessions forgotten after their idle TTL",
+            sessions_expired.clone(),
+        );
+        registry.register(
+            "sessions",
+            "Live-agent sessions held in memory",
+            sessions_live.clone(),
+        );
+        registry.register(
+            "requests_shed",
+            "Requests answered 503 at the concurrency limit",
+            shed.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            loops_cut,
+            chars_saved,
+            verdicts,
+            sessions_evicted,
+            sessions_expired,
+            sessions_live,
+            shed,
+        }
+    }
+
+    /// Records one answered request.
+    pub fn request(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        let labels = RouteLabels {
+            route: route.to_string(),
+            method: method.to_string(),
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Records a loop cut and the characters it saved.
+    pub fn loop_cut(&self, source: &str, detector: &str, saved_chars: u64) {
+        let labels = CutLabels {
+            source: source.to_string(),
+            detector: detector.to_string(),
+        };
+        self.loops_cut.get_or_create(&labels).inc();
+        self.chars_saved.get_or_create(&labels).inc_by(saved_chars);
+    }
+
+    /// Records a tool-call verdict.
+    pub fn verdict(&self, level: &str, detector: Option<&str>) {
+        self.verdicts
+            .get_or_create(&VerdictLabels {
+                level: level.to_string(),
+                detector: detector.unwrap_or("none").to_string(),
+            })
+            .inc();
+    }
+
+    /// A session was evicted at the cap.
+    pub fn session_evicted(&self) {
+        self.sessions_evicted.inc();
+    }
+
+    /// Sessions expired after their idle TTL.
+    pub fn sessions_expired(&self, n: u64) {
+        self.sessions_expired.inc_by(n);
+    }
+
+    /// Sets the number of live sessions.
+    pub fn set_sessions(&self, n: i64) {
+        self.sessions_live.set(n);
+    }
+
+    /// A request was shed at the concurrency limit.
+    pub fn shed(&self) {
+        self.shed.inc();
+    }
+
+    /// Evictions so far (for tests and the soak benchmark).
+    pub fn evictions(&self) -> u64 {
+        self.sessions_evicted.get()
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

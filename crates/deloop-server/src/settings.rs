@@ -1,0 +1,192 @@
+//! The server's settings: the `[server]` table of `deloop.toml` and its
+//! environment variables. Every key has a default; see the README's
+//! configuration section for the list.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// `[server]`: how `deloop serve` listens, limits and authenticates.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address to listen on (`DELOOP_LISTEN`). Default `127.0.0.1:8080`.
+    pub listen: String,
+    /// Largest request body in bytes; larger bodies get 413. Default 16 MiB.
+    pub max_body_bytes: usize,
+    /// Whole-request deadline for non-streamed requests, in seconds (408
+    /// past it). Default 120 (an LLM answer with retries fits).
+    pub request_timeout_secs: u64,
+    /// Streams (SSE asks, NDJSON checks) end after this many seconds
+    /// without an event. A long healthy stream is never cut. Default 60.
+    pub stream_idle_timeout_secs: u64,
+    /// Requests served at once; beyond it, 503 with `Retry-After`. Default 256.
+    pub concurrency_limit: usize,
+    /// Seconds the 503 answer's `Retry-After` asks clients to wait. Default 1.
+    pub retry_after_secs: u64,
+    /// Origins allowed by CORS (`DELOOP_CORS_ORIGINS`, comma separated);
+    /// empty = CORS off (the default); `["*"]` = any origin.
+    pub cors_origins: Vec<String>,
+    /// A file with one API key per line (`DELOOP_API_KEYS_FILE`). Keys also
+    /// come from `DELOOP_API_KEYS` (comma separated). No key = auth off.
+    pub api_keys_file: Option<PathBuf>,
+    /// Log format on stderr: `text` or `json` (`DELOOP_LOG_FORMAT`).
+    pub log_format: String,
+    /// Seconds in-flight requests and streams get to finish after SIGTERM
+    /// or Ctrl-C. Default 30.
+    pub shutdown_grace_secs: u64,
+    /// Live-agent sessions.
+    pub sessions: SessionSettings,
+}
+
+/// `[server.sessions]`: the in-memory store of live-agent sessions.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// Sessions kept at most; at the cap the least recently used one is
+    /// evicted (and counted in `deloop_sessions_evicted_total`). Default 100,000.
+    pub max_sessions: usize,
+    /// A session unused for this many seconds is forgotten. Default 3600.
+    pub idle_ttl_secs: u64,
+    /// Tool-loop profile: `default`, `openclaw` or `strict`
+    /// (`DELOOP_LOOP_PROFILE`).
+    pub profile: String,
+    /// OpenClaw's `tools.loopDetection` block (JSON5 or JSON, per-agent
+    /// overrides included), as `deloop check --config` reads it
+    /// (`DELOOP_LOOP_CONFIG`).
+    pub loop_config: Option<PathBuf>,
+    /// Calls per session that may wait for their result; the oldest beyond
+    /// it is settled as it stands (as `deloop check` does). Default 1024.
+    pub max_open_calls: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            listen: "127.0.0.1:8080".into(),
+            max_body_bytes: 16 << 20,
+            request_timeout_secs: 120,
+            stream_idle_timeout_secs: 60,
+            concurrency_limit: 256,
+            retry_after_secs: 1,
+            cors_origins: Vec::new(),
+            api_keys_file: None,
+            log_format: "text".into(),
+            shutdown_grace_secs: 30,
+            sessions: SessionSettings::default(),
+        }
+    }
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            max_sessions: 100_000,
+            idle_ttl_secs: 3600,
+            profile: "default".into(),
+            loop_config: None,
+            max_open_calls: 1024,
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("server setting {key}: {message}")]
+pub struct SettingsError {
+    /// The key, as written in `deloop.toml` (`server.listen`, …).
+    pub key: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl ServerSettings {
+    /// Applies the environment variables named in the field docs.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), SettingsError> {
+        if let Some(v) = get("DELOOP_LISTEN") {
+            self.listen = v;
+        }
+        if let Some(v) = get("DELOOP_CORS_ORIGINS") {
+            self.cors_origins = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        if let Some(v) = get("DELOOP_API_KEYS_FILE") {
+            self.api_keys_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_LOG_FORMAT") {
+            self.log_format = v;
+        }
+        if let Some(v) = get("DELOOP_LOOP_PROFILE") {
+            self.sessions.profile = v;
+        }
+        if let Some(v) = get("DELOOP_LOOP_CONFIG") {
+            self.sessions.loop_config = Some(PathBuf::from(v));
+        }
+        self.validate()
+    }
+
+    /// Checks values that serde cannot.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        self.listen_addr()?;
+        let positive = |key, v: u64| {
+            if v == 0 {
+                Err(SettingsError {
+                    key,
+                    message: "must be at least 1".into(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("server.max_body_bytes", self.max_body_bytes as u64)?;
+        positive("server.request_timeout_secs", self.request_timeout_secs)?;
+        positive(
+            "server.stream_idle_timeout_secs",
+            self.stream_idle_timeout_secs,
+        )?;
+        positive("server.concurrency_limit", self.concurrency_limit as u64)?;
+        positive(
+            "server.sessions.max_sessions",
+            self.sessions.max_sessions as u64,
+        )?;
+        positive("server.sessions.idle_ttl_secs", self.sessions.idle_ttl_secs)?;
+        positive(
+            "server.sessions.max_open_calls",
+            self.sessions.max_open_calls as u64,
+        )?;
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(SettingsError {
+                key: "server.log_format",
+                message: format!("{:?} is not `text` or `json`", self.log_format),
+            });
+        }
+        Ok(())
+    }
+
+    /// The listen address, parsed.
+    pub fn listen_addr(&self) -> Result<SocketAddr, SettingsError> {
+        self.listen.parse().map_err(|e| SettingsError {
+            key: "server.listen",
+            message: format!(
+                "{:?} is not an address like 127.0.0.1:8080 ({e})",
+                self.listen
+            ),
+        })
+    }
+
+    /// [`ServerSettings::request_timeout_secs`] as a duration.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+
+    /// [`ServerSettings::stream_idle_timeout_secs`] as a duration.
+    pub fn stream_idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.stream_idle_timeout_secs)
+    }
+}
