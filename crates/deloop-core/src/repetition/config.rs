@@ -99,6 +99,15 @@ pub struct HealthyConfig {
     /// row) still fires once its run covers this many bytes: nobody pads
     /// a table cell with 4 KiB of dashes on purpose.
     pub max_exempt_run_bytes: usize,
+    /// Outside code fences and table rows, a substring run whose unit has
+    /// fewer than `min_unit_letters` letters (symbols, emoji, digits,
+    /// escapes such as `\ud83d\ude02`) still fires once it covers this
+    /// many characters: a flood longer than about one line (100).
+    pub flood_chars: usize,
+    /// A run made only of layout symbols (dividers `-----`, `═══`, dot
+    /// leaders `. . .`, see docs/repetition.md) may reach this many
+    /// characters before it counts as a flood (256).
+    pub max_layout_chars: usize,
 }
 
 /// The seed's connector list: Spanish and English function words.
@@ -151,6 +160,8 @@ impl Default for HealthyConfig {
             skip_code_fences: true,
             skip_table_rows: true,
             max_exempt_run_bytes: 4096,
+            flood_chars: 100,
+            max_layout_chars: 256,
         }
     }
 }

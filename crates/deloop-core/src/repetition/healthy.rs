@@ -41,6 +41,20 @@ pub(crate) fn content_letters(unit: &[char]) -> usize {
     count
 }
 
+/// Characters that draw layout rather than say something: ASCII
+/// punctuation, general punctuation (dashes, bullets), arrows, math
+/// operators, box drawing, block elements, geometric shapes, CJK and
+/// fullwidth punctuation, the katakana long vowel mark. Letters, digits,
+/// emoji and pictographs are not layout.
+#[inline]
+pub(crate) fn is_layout(c: char) -> bool {
+    c.is_ascii_punctuation()
+        || matches!(c,
+            '\u{2010}'..='\u{205E}' | '\u{2190}'..='\u{25FF}' | '\u{2E00}'..='\u{2E7F}'
+            | '\u{3000}'..='\u{303F}' | '\u{30FB}'..='\u{30FC}' | '\u{FF01}'..='\u{FF0F}'
+            | '\u{FF1A}'..='\u{FF20}' | '\u{FF3B}'..='\u{FF40}' | '\u{FF5B}'..='\u{FF65}')
+}
+
 /// Sentence punctuation ignored at the end of a token when
 /// `ignore_trailing_punctuation` is on.
 #[inline]

@@ -9,7 +9,7 @@
 //! characters, so each character costs a few vector operations and
 //! nothing is ever re-scanned.
 
-use super::healthy::{content_letters, LineCtx};
+use super::healthy::{content_letters, is_layout, LineCtx};
 use super::{ClampConfig, Detector};
 
 /// Unit lengths tracked (lane `i` is length `i + 1`).
@@ -45,7 +45,90 @@ impl Candidate {
 struct RunInfo {
     start: usize,
     keep: usize,
+    /// The loop starts inside a data token (base64, hex).
+    data: bool,
     accepted: bool,
+}
+
+/// Characters looked back at to call a run's start part of a data token.
+const DATA_LOOKBACK: u32 = 16;
+
+/// Incremental state for [`Substring`]'s data-token test: a run that
+/// starts right after 16 base64/hex characters (with a digit and a
+/// letter, or both cases of letters, among them), or within 14 characters of a `0x` that starts a
+/// hexadecimal token, repeats inside encoded data (`AAAA…` in base64,
+/// `0x0000…`).
+#[derive(Debug, Clone, Copy, Default)]
+struct DataScan {
+    /// Consecutive base64url/hex characters ending here (capped).
+    b64: u32,
+    /// Characters since the last ASCII digit / letter (capped).
+    since_digit: u32,
+    since_upper: u32,
+    since_lower: u32,
+    /// Characters since the `0` of a `0x` that starts a hexadecimal token
+    /// still going on (`u32::MAX`: none).
+    since_hex: u32,
+    /// The previous character, for token starts (`None` after a restart).
+    prev: Option<char>,
+}
+
+impl DataScan {
+    const NONE: DataScan = DataScan {
+        b64: 0,
+        since_digit: u32::MAX,
+        since_upper: u32::MAX,
+        since_lower: u32::MAX,
+        since_hex: u32::MAX,
+        prev: None,
+    };
+
+    /// Whether a loop starting at the next character starts inside data.
+    #[inline]
+    fn data_here(&self) -> bool {
+        let digit = self.since_digit < DATA_LOOKBACK;
+        let upper = self.since_upper < DATA_LOOKBACK;
+        let lower = self.since_lower < DATA_LOOKBACK;
+        (self.b64 >= DATA_LOOKBACK && ((digit && (upper || lower)) || (upper && lower)))
+            || self.since_hex <= 14
+    }
+
+    #[inline]
+    fn push(&mut self, c: char) {
+        let b64 = c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_');
+        self.b64 = if b64 { (self.b64 + 1).min(64) } else { 0 };
+        self.since_digit = if c.is_ascii_digit() {
+            0
+        } else {
+            self.since_digit.saturating_add(1)
+        };
+        self.since_upper = if c.is_ascii_uppercase() {
+            0
+        } else {
+            self.since_upper.saturating_add(1)
+        };
+        self.since_lower = if c.is_ascii_lowercase() {
+            0
+        } else {
+            self.since_lower.saturating_add(1)
+        };
+        self.since_hex = if self.since_hex != u32::MAX {
+            if c.is_ascii_hexdigit() || (self.since_hex == 0 && matches!(c, 'x' | 'X')) {
+                self.since_hex.saturating_add(1)
+            } else {
+                u32::MAX
+            }
+        } else if c == '0' && self.prev.is_some_and(|p| !p.is_alphanumeric() && p != '_') {
+            0
+        } else {
+            u32::MAX
+        };
+        // `0` then anything but `x`: not a hex token.
+        if self.since_hex == 1 && !matches!(c, 'x' | 'X') {
+            self.since_hex = u32::MAX;
+        }
+        self.prev = Some(c);
+    }
 }
 
 /// Incremental substring detector.
@@ -56,7 +139,12 @@ pub(crate) struct Substring {
     tables: bool,
     max_exempt: usize,
     min_letters: usize,
+    flood: usize,
+    max_layout: usize,
     keep_one: bool,
+    data: DataScan,
+    /// For char `k`: a loop starting there starts inside data.
+    data_before: Vec<bool>,
     /// The last `W` characters, written twice (at `k % W` and `k % W + W`)
     /// so that before char `k` is written, `buf[k % W..][..W]` is the
     /// window, oldest first: element `j` is the character `W - j` places
@@ -103,7 +191,11 @@ impl Substring {
             tables: h.skip_table_rows,
             max_exempt: h.max_exempt_run_bytes,
             min_letters: h.min_unit_letters,
+            flood: h.flood_chars,
+            max_layout: h.max_layout_chars,
             keep_one: s.keep_one_copy,
+            data: DataScan::NONE,
+            data_before: vec![false; cap],
             buf: [EMPTY; 2 * W],
             run: [0; W],
             thr,
@@ -128,6 +220,7 @@ impl Substring {
         self.run = [0; W];
         self.info = [RunInfo::default(); W];
         self.last_nonws_end = last_nonws_end;
+        self.data = DataScan::NONE;
         self.k = 0;
     }
 
@@ -160,6 +253,10 @@ impl Substring {
         let slot = k & self.mask;
         self.starts[slot] = pos;
         self.nonws_before[slot] = self.last_nonws_end;
+        if self.protect {
+            self.data_before[slot] = self.data.data_here();
+            self.data.push(c);
+        }
         if !c.is_whitespace() {
             self.last_nonws_end = pos + len;
         }
@@ -212,6 +309,7 @@ impl Substring {
                     } else {
                         self.nonws_before[s & self.mask]
                     },
+                    data: self.data_before[s & self.mask],
                     accepted: false,
                 };
             }
@@ -230,12 +328,29 @@ impl Substring {
         for (i, u) in unit[..l].iter_mut().enumerate() {
             *u = char::from_u32(self.buf[p + W - l + i]).unwrap_or('\u{FFFD}');
         }
-        if self.protect
-            && end - info.start < self.max_exempt
-            && (content_letters(&unit[..l]) < self.min_letters
-                || lines.exempt_at(end, info.start, self.fences, self.tables))
-        {
-            return;
+        if self.protect && end - info.start < self.max_exempt {
+            let unit = &unit[..l];
+            if info.data
+                || unit.iter().all(|c| c.is_whitespace())
+                || lines.exempt_at(end, info.start, self.fences, self.tables)
+            {
+                // Data, padding, code or a table cell: only absurd length.
+                return;
+            }
+            if content_letters(unit) < self.min_letters {
+                // Symbols, emoji, digits, escapes: a flood once the run
+                // covers `flood` characters (dividers, rules and dot
+                // leaders, made of layout symbols: `max_layout`).
+                let covered = self.run[W - l].max(0) as usize + l;
+                if covered < self.flood {
+                    return;
+                }
+                if covered < self.max_layout
+                    && unit.iter().all(|&c| c.is_whitespace() || is_layout(c))
+                {
+                    return;
+                }
+            }
         }
         self.info[l - 1].accepted = true;
         let cand = Candidate {
