@@ -15,6 +15,65 @@ pub struct ClampConfig {
     pub substring: SubstringConfig,
     /// Protections for legitimate repetition (tables, rules, code, art).
     pub healthy: HealthyConfig,
+    /// The near-duplicate guard (counted lists, near-duplicate sentences,
+    /// counters, long units without white space, code blocks).
+    pub near: NearConfig,
+}
+
+/// The near-duplicate guard: loops whose copies differ (a counter, a word
+/// or two) or whose unit the other guards cannot see. See
+/// docs/repetition.md for the rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NearConfig {
+    /// Run this guard at all.
+    pub enabled: bool,
+    /// List items (`51. Anise`) whose bodies are equal once the counter
+    /// is set aside fire at this many items in a row (6; a period of `p`
+    /// items needs at least `3p + 1`).
+    pub list_items: usize,
+    /// Empty list markers (`76.`, `77.`, …) fire at this many in a row (10).
+    pub empty_items: usize,
+    /// Segments shorter than this many tokens are not compared (8).
+    pub sentence_min_tokens: usize,
+    /// Token edits between near-duplicate segments: at most this many and
+    /// a quarter of the segment (2).
+    pub sentence_max_edits: usize,
+    /// Near-duplicate segments in a row that fire (6).
+    pub sentence_copies: usize,
+    /// Tokens with digits masked repeating with period `p` (1..=8) fire at
+    /// `max(masked_min_run, masked_run_per_period · p)` matching tokens
+    /// (30 and 6).
+    pub masked_min_run: usize,
+    /// See `masked_min_run`.
+    pub masked_run_per_period: usize,
+    /// Shortest unit of the long-unit rule, in characters (13).
+    pub chain_min_unit: usize,
+    /// Longest unit of the long-unit rule, in characters (64, at most 64).
+    pub chain_max_unit: usize,
+    /// Copies back to back that fire the long-unit rule (4).
+    pub chain_copies: usize,
+    /// Copies of a block of 2–16 lines inside a code fence that fire (4).
+    pub code_block_copies: usize,
+}
+
+impl Default for NearConfig {
+    fn default() -> Self {
+        NearConfig {
+            enabled: true,
+            list_items: 6,
+            empty_items: 10,
+            sentence_min_tokens: 8,
+            sentence_max_edits: 2,
+            sentence_copies: 6,
+            masked_min_run: 30,
+            masked_run_per_period: 6,
+            chain_min_unit: 13,
+            chain_max_unit: 64,
+            chain_copies: 4,
+            code_block_copies: 4,
+        }
+    }
 }
 
 /// The word-period guard: whitespace tokens compared case-insensitively.
@@ -188,6 +247,10 @@ impl ClampConfig {
             healthy: HealthyConfig {
                 enabled: false,
                 ..HealthyConfig::default()
+            },
+            near: NearConfig {
+                enabled: false,
+                ..NearConfig::default()
             },
         }
     }

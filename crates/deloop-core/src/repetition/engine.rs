@@ -9,6 +9,7 @@
 //! compare the fast paths with.
 
 use super::healthy::{LineCtx, Lines, Src};
+use super::near::Near;
 use super::prefilter::SubScan;
 use super::sieve::SieveStream;
 use super::substring::Candidate;
@@ -51,6 +52,8 @@ pub(crate) struct Engine {
     /// The word guard is on.
     words_on: bool,
     sub: Option<SubScan>,
+    /// The near-duplicate detector (both guards only).
+    near: Option<Box<Near>>,
     words_min: usize,
     substring_min: usize,
     /// Recent input, for the substring filter's regions: the stream from
@@ -78,7 +81,9 @@ impl Engine {
         };
         let sub =
             (mode != Mode::Words && config.substring.enabled).then(|| SubScan::new(config, filter));
+        let near = (mode == Mode::Both && config.near.enabled).then(|| Box::new(Near::new(config)));
         Engine {
+            near,
             wlines: Lines::default(),
             slines: Lines::default(),
             words,
@@ -141,6 +146,9 @@ impl Engine {
                 src,
             };
             s.push_char(c, pos, len, &mut lx);
+        }
+        if let Some(n) = &mut self.near {
+            n.push(c, pos, len);
         }
         self.pos = pos + len;
         self.chars += 1;
@@ -239,6 +247,18 @@ impl Engine {
                 }
             }
         }
+        // The near-duplicate detector up to there: it wins only if it
+        // fires strictly earlier.
+        let mut near_fired = false;
+        if let Some(n) = &mut self.near {
+            let limit = fire.unwrap_or(s.len());
+            if let Some(nf) = n.feed(&s[..limit], base) {
+                if fire.is_none_or(|f| nf < f) {
+                    fire = Some(nf);
+                    near_fired = true;
+                }
+            }
+        }
         let read = fire.unwrap_or(s.len());
         // Only the minimum lengths read the count: past the largest one it
         // need not grow (a pass over every chunk saved).
@@ -249,7 +269,9 @@ impl Engine {
         if let Some(f) = fire {
             // The detector that fired first; the other one may have read
             // further, so its state says nothing about this prefix.
-            self.fired = if wfire == Some(f) {
+            self.fired = if near_fired {
+                self.near.as_ref().and_then(|n| n.best.clone())
+            } else if wfire == Some(f) {
                 self.verdict(true).cloned()
             } else {
                 self.sub.as_ref().and_then(|s| s.best().cloned())
@@ -369,6 +391,9 @@ impl Engine {
         if let Some(s) = &self.sub {
             bound = bound.min(s.settled(&self.hist, self.hist_base, self.nonws_floor));
         }
+        if let Some(n) = &self.near {
+            bound = bound.min(n.settled(self.pos));
+        }
         bound
     }
 
@@ -384,6 +409,7 @@ impl Engine {
     pub(crate) fn verdict(&self, partial: bool) -> Option<&Candidate> {
         self.words_verdict(partial)
             .or_else(|| self.substring_verdict())
+            .or_else(|| self.near.as_ref().and_then(|n| n.best.as_ref()))
     }
 }
 
@@ -441,6 +467,17 @@ fn read_sub(
         }
     }
     sub.read(buf, buf_base, end, floor, lx, Stop::Verdict)
+}
+
+/// Runs the near-duplicate detector over `text`: the first loop it
+/// completes.
+pub(crate) fn scan_near(text: &str, config: &ClampConfig) -> Option<Candidate> {
+    if !config.near.enabled {
+        return None;
+    }
+    let mut n = Near::new(config);
+    n.feed(text, 0);
+    n.best
 }
 
 /// Runs one batch detector over `text`: the leftmost loop of the whole
@@ -575,6 +612,34 @@ mod tests {
                 sentence.repeat(times)
             }),
         ];
+        // Shapes of the near-duplicate guard and the floods: counted
+        // items, empty markers, long units, counters, code blocks,
+        // sentences with a word changed, emoji and escaped newlines.
+        let near = (0..8usize, 1..24usize, 0..90usize).prop_map(|(kind, n, k0)| {
+            let mut out = String::new();
+            for k in k0..k0 + n {
+                match kind {
+                    0 => out.push_str(&format!("{k}. Anise\n")),
+                    1 => out.push_str(&format!("{k}.\n")),
+                    2 => out.push_str("resak-kasra-tomo-"),
+                    3 => out.push_str(&format!("{k}:00 PM: ")),
+                    4 => out.push_str(if k % 2 == 0 {
+                        "```\nfoo(bar)\n"
+                    } else {
+                        "baz qux\n"
+                    }),
+                    5 => out.push_str(if k % 3 == 0 {
+                        "The unit uses a small fan to keep the air cool and dry. "
+                    } else {
+                        "The unit also uses a small fan to keep the air cool and dry. "
+                    }),
+                    6 => out.push_str("😂😂😂😂😂"),
+                    _ => out.push_str("Network down.\\n"),
+                }
+            }
+            out
+        });
+        let piece = prop_oneof![6 => piece, 1 => near];
         prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
     }
 
@@ -586,12 +651,17 @@ mod tests {
         words_only.substring.enabled = false;
         let mut substring_only = ClampConfig::default();
         substring_only.words.enabled = false;
+        substring_only.near.enabled = false;
+        let mut near_only = ClampConfig::default();
+        near_only.words.enabled = false;
+        near_only.substring.enabled = false;
         vec![
             ClampConfig::default(),
             ClampConfig::seed_compat(),
             long,
             words_only,
             substring_only,
+            near_only,
         ]
     }
 
@@ -777,6 +847,8 @@ mod tests {
     fn a_huge_token_ends_the_stream_sieve() {
         let mut config = ClampConfig::default();
         config.substring.enabled = false;
+        // `word0 word1 …` is a counter loop for the near-duplicate guard.
+        config.near.enabled = false;
         let mut text: String = (0..400).map(|i| format!("word{i} ")).collect();
         text.push_str(&"x".repeat(300 * 1024));
         text.push(' ');

@@ -24,6 +24,7 @@ mod config;
 mod engine;
 mod fold;
 mod healthy;
+mod near;
 mod prefilter;
 mod sieve;
 mod substring;
@@ -32,7 +33,9 @@ mod swar;
 mod test_cases;
 mod words;
 
-pub use config::{ClampConfig, HealthyConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS};
+pub use config::{
+    ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS,
+};
 
 use serde::Serialize;
 
@@ -49,6 +52,15 @@ pub enum Detector {
     LongPeriod,
     /// A short unit of characters repeated back to back.
     Substring,
+    /// Copies that differ by a counter or a word or two (list items,
+    /// sentences, counters); the period is in items, segments or tokens.
+    NearDuplicate,
+    /// A unit of 13–64 characters without white space repeated back to
+    /// back; the period is in characters.
+    LongUnit,
+    /// A block of lines repeated inside a code fence; the period is in
+    /// lines.
+    CodeBlock,
 }
 
 /// What a guard found and what it removed.
@@ -89,11 +101,52 @@ impl Clamped {
     }
 }
 
-/// Runs the word guard, then the substring guard on its output.
+/// Runs the word guard, then the substring guard on its output, then the
+/// near-duplicate guard ([`clamp_near`]) on theirs.
 ///
-/// Both detectors share one pass over the text; a second, substring-only
-/// pass runs on the word guard's output only when the word guard cut.
+/// The first two detectors share one pass over the text; a second,
+/// substring-only pass runs on the word guard's output only when the word
+/// guard cut.
 pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
+    let mut out = clamp_repeats(text, config);
+    if config.near.enabled {
+        let near = clamp_near(&out.text, config);
+        if near.is_clamped() {
+            out.text = near.text;
+            out.reports.extend(near.reports);
+        }
+    }
+    out
+}
+
+/// The near-duplicate guard alone: list items under a counter, sentences
+/// coming back with a word or two changed, counters, units of 13–64
+/// characters without white space, blocks of lines repeated in a code
+/// fence (docs/repetition.md). Keeps the text up to the end of the
+/// loop's first copy and appends the word guard's marker.
+///
+/// ```
+/// use deloop_core::repetition::{clamp_near, ClampConfig, Detector};
+/// let items: String = (51..70).map(|i| format!("{i}. Anise\n")).collect();
+/// let text = format!("Spices:\n{items}");
+/// let out = clamp_near(&text, &ClampConfig::default());
+/// assert_eq!(out.report().unwrap().detector, Detector::NearDuplicate);
+/// assert_eq!(out.text, "Spices:\n51. Anise […]");
+/// ```
+pub fn clamp_near(text: &str, config: &ClampConfig) -> Clamped {
+    match engine::scan_near(text, config) {
+        Some(cand) => {
+            let kept = &text[..cand.keep];
+            Clamped {
+                text: format!("{kept}{}", tail(&config.words.marker, kept.is_empty())),
+                reports: vec![report(&cand, text.len())],
+            }
+        }
+        None => unchanged(text),
+    }
+}
+
+fn clamp_repeats(text: &str, config: &ClampConfig) -> Clamped {
     match engine::scan_pair(text, config, Mode::Both) {
         (None, None) => unchanged(text),
         (None, Some(sub)) => substring_output(text, &sub, config),

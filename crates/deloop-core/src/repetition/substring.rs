@@ -59,7 +59,7 @@ const DATA_LOOKBACK: u32 = 16;
 /// hexadecimal token, repeats inside encoded data (`AAAA…` in base64,
 /// `0x0000…`).
 #[derive(Debug, Clone, Copy, Default)]
-struct DataScan {
+pub(crate) struct DataScan {
     /// Consecutive base64url/hex characters ending here (capped).
     b64: u32,
     /// Characters since the last ASCII digit / letter (capped).
@@ -74,7 +74,7 @@ struct DataScan {
 }
 
 impl DataScan {
-    const NONE: DataScan = DataScan {
+    pub(crate) const NONE: DataScan = DataScan {
         b64: 0,
         since_digit: u32::MAX,
         since_upper: u32::MAX,
@@ -85,7 +85,7 @@ impl DataScan {
 
     /// Whether a loop starting at the next character starts inside data.
     #[inline]
-    fn data_here(&self) -> bool {
+    pub(crate) fn data_here(&self) -> bool {
         let digit = self.since_digit < DATA_LOOKBACK;
         let upper = self.since_upper < DATA_LOOKBACK;
         let lower = self.since_lower < DATA_LOOKBACK;
@@ -93,8 +93,16 @@ impl DataScan {
             || self.since_hex <= 14
     }
 
+    /// The state at the start of a run of non-white-space.
+    pub(crate) fn after_space() -> Self {
+        DataScan {
+            prev: Some(' '),
+            ..DataScan::NONE
+        }
+    }
+
     #[inline]
-    fn push(&mut self, c: char) {
+    pub(crate) fn push(&mut self, c: char) {
         let b64 = c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_');
         self.b64 = if b64 { (self.b64 + 1).min(64) } else { 0 };
         self.since_digit = if c.is_ascii_digit() {

@@ -1,0 +1,832 @@
+//! The near-duplicate detector: loops whose copies are not equal, or whose
+//! unit the word and substring guards cannot see.
+//!
+//! It reads the text once, character by character, and splits it into
+//! tokens (white space; each CJK character is a token) and *segments*
+//! (lines, sentences ending in `. ! ? 。 ！ ？`, and the JSON escape `\n`
+//! written as backslash-n). Five rules, each with its own thresholds
+//! ([`super::NearConfig`]); the first that completes fires:
+//!
+//! * **counted list items**: list items (`51.`, `9)`) whose bodies are
+//!   equal once the counter is set aside — `list_items` items in a row
+//!   (period 1 to 3 items, so two items alternating count), or
+//!   `empty_items` empty markers (`76.`, `77.`, …);
+//! * **near-duplicate sentences**: segments of at least
+//!   `sentence_min_tokens` tokens, each within `sentence_max_edits` token
+//!   edits of the segment one or two back,
+//!   `sentence_copies` segments in a row;
+//! * **counters**: tokens with every digit run masked (`28:00` =
+//!   `29:00`, `assistant57` = `assistant58`) repeating with a period of
+//!   1–8 tokens for `max(masked_min_run, masked_run_per_period·p)` tokens,
+//!   the unit holding a word and a number, and at most one token of the
+//!   unit differing from its previous copy (one counter);
+//! * **long units without white space**: a unit of `chain_min_unit` to
+//!   `chain_max_unit` characters repeated `chain_copies` times back to
+//!   back inside one run of non-white-space (`/api/v1/users/api/v1/…`),
+//!   unless it starts inside a data token (base64, hex);
+//! * **code blocks**: inside a fenced block, a block of 2–16 lines (two
+//!   different lines at least, one holding a word) repeated
+//!   `code_block_copies` times.
+//!
+//! The first three and the last skip code fences and table rows
+//! respectively as the other guards do: lists, sentences and counters
+//! are not checked inside fences or table rows; code blocks only inside
+//! fences. A segment counts once it is complete (the last, unfinished one
+//! never does), so a stream and a batch run on the same prefix agree.
+//! Work is O(1) per character plus a banded edit distance per segment
+//! (at most `SEG_TOKENS · 5` steps); memory is fixed.
+
+use super::healthy::{is_cjk, Lines};
+use super::substring::Candidate;
+use super::{ClampConfig, Detector};
+
+/// Tokens of a segment kept for the edit distance (longer segments are
+/// compared on their first `SEG_TOKENS` tokens and their length).
+const SEG_TOKENS: usize = 64;
+/// Characters of the current non-white-space run kept for long units.
+const CHAIN_RING: usize = 256;
+/// Slots of the 8-character shingle table for long units.
+const CHAIN_TABLE: usize = 256;
+/// Shingle length for long units.
+const CHAIN_SHINGLE: usize = 8;
+/// Token periods of the counter rule.
+const MASK_W: usize = 8;
+/// Tokens kept for the counter rule.
+const TOK_RING: usize = 512;
+/// Line periods of the code-block rule.
+const LINE_W: usize = 16;
+/// Lines kept for the code-block rule.
+const LINE_RING: usize = 128;
+/// Bytes of a segment kept for the report's preview.
+const PREVIEW: usize = 64;
+
+#[inline]
+fn mix(h: u64, x: u64) -> u64 {
+    (h.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A finished token.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tok {
+    raw: u64,
+    masked: u64,
+    start: usize,
+    end: usize,
+    word: bool,
+    digits: bool,
+}
+
+/// The token being read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Build {
+    active: bool,
+    start: usize,
+    raw: u64,
+    masked: u64,
+    in_digits: bool,
+    letters: u32,
+    digits: bool,
+    /// List-marker shape so far: 0 digits only, 1 digits then `.`/`)`,
+    /// 2 anything else.
+    marker: u8,
+    ndigits: u32,
+    /// Last character was `. ! ?`.
+    last_stop: bool,
+}
+
+/// A sentence-like segment: its tokens' masked keys.
+#[derive(Debug, Clone, Default)]
+struct Seg {
+    start: usize,
+    end: usize,
+    keys: Vec<u64>,
+    n: usize,
+}
+
+/// A line (or a JSON `\n`-separated piece of one).
+#[derive(Debug, Clone, Default)]
+struct Line {
+    start: usize,
+    end: usize,
+    n: usize,
+    /// Hash of the raw tokens after the list marker.
+    body: u64,
+    body_len: usize,
+    marker: bool,
+    word: bool,
+    /// Hash of every raw token (code lines).
+    whole: u64,
+    /// Inside a fence / a table row (at its start).
+    fence: bool,
+    table: bool,
+    preview: String,
+}
+
+/// A run of matches at one period, with where its loop starts and what
+/// a cut keeps.
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    len: usize,
+    start: usize,
+    keep: usize,
+}
+
+/// Incremental near-duplicate detector.
+#[derive(Debug, Clone)]
+pub(crate) struct Near {
+    cfg: super::NearConfig,
+    lines: Lines,
+    build: Build,
+    seg: Seg,
+    seg_active: bool,
+    line: Line,
+    line_active: bool,
+    /// Byte offset of a backslash waiting for its next character.
+    pending_bs: Option<usize>,
+    /// White space since the last token character (for the preview).
+    space: bool,
+    // Counted list items: the last three items (body, body length, start, end).
+    items: [(u64, usize, usize, usize); 3],
+    nitems: usize,
+    item_runs: [Run; 3],
+    // Near-duplicate segments: the last two (raw keys, length, start, end).
+    prev: [Seg; 2],
+    nprev: usize,
+    sent_runs: [Run; 2],
+    // Counters: ring of tokens outside fences and tables.
+    toks: Vec<Tok>,
+    ntok: usize,
+    mask_runs: [usize; MASK_W],
+    last_word_tok: Option<usize>,
+    last_digit_tok: Option<usize>,
+    // Long units: the current non-white-space run.
+    chain_chars: Vec<(u32, usize)>,
+    chain_len: usize,
+    chain_roll: u64,
+    chain_pow: u64,
+    chain_table: Vec<(u32, u32)>,
+    chain_d: usize,
+    chain_run: usize,
+    chain_data: super::substring::DataScan,
+    /// Data verdict before each character of the run (ring).
+    chain_data_before: Vec<bool>,
+    // Code blocks: ring of lines inside fences (key, start, end, word).
+    code: Vec<(u64, usize, usize, bool)>,
+    ncode: usize,
+    code_runs: [usize; LINE_W + 1],
+    pub(crate) best: Option<Candidate>,
+}
+
+impl Near {
+    pub(crate) fn new(config: &ClampConfig) -> Self {
+        let mut pow = 1u64;
+        for _ in 0..CHAIN_SHINGLE {
+            pow = pow.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        Near {
+            cfg: config.near.clone(),
+            lines: Lines::default(),
+            build: Build::default(),
+            seg: Seg::default(),
+            seg_active: false,
+            line: Line::default(),
+            line_active: false,
+            pending_bs: None,
+            space: false,
+            items: [(0, 0, 0, 0); 3],
+            nitems: 0,
+            item_runs: [Run::default(); 3],
+            prev: [Seg::default(), Seg::default()],
+            nprev: 0,
+            sent_runs: [Run::default(); 2],
+            toks: vec![Tok::default(); TOK_RING],
+            ntok: 0,
+            mask_runs: [0; MASK_W],
+            last_word_tok: None,
+            last_digit_tok: None,
+            chain_chars: vec![(0, 0); CHAIN_RING],
+            chain_len: 0,
+            chain_roll: 0,
+            chain_pow: pow,
+            chain_table: vec![(0, 0); CHAIN_TABLE],
+            chain_d: 0,
+            chain_run: 0,
+            chain_data: super::substring::DataScan::after_space(),
+            chain_data_before: vec![false; CHAIN_RING],
+            code: vec![(0, 0, 0, false); LINE_RING],
+            ncode: 0,
+            code_runs: [0; LINE_W + 1],
+            best: None,
+        }
+    }
+
+    /// Feeds valid text whose first byte is at `base`; stops after the
+    /// first character that gives a verdict and returns the offset in
+    /// `s` just after it.
+    pub(crate) fn feed(&mut self, s: &str, base: usize) -> Option<usize> {
+        if self.best.is_some() {
+            return Some(0);
+        }
+        for (i, c) in s.char_indices() {
+            let len = c.len_utf8();
+            self.push(c, base + i, len);
+            if self.best.is_some() {
+                return Some(i + len);
+            }
+        }
+        None
+    }
+
+    /// A byte offset no cut found from now on can fall before: the start
+    /// of the oldest unit any rule may still extend or begin.
+    pub(crate) fn settled(&self, pos: usize) -> usize {
+        if let Some(b) = &self.best {
+            return b.keep;
+        }
+        let mut bound = pos;
+        if self.seg_active {
+            bound = bound.min(self.seg.start);
+        }
+        if self.line_active {
+            bound = bound.min(self.line.start);
+        }
+        if self.build.active {
+            bound = bound.min(self.build.start);
+        }
+        if self.chain_len > 0 {
+            let first = self.chain_len.saturating_sub(CHAIN_RING - 1);
+            bound = bound.min(self.chain_chars[first % CHAIN_RING].1);
+        }
+        // Items, segments, tokens and lines a run may reach back to.
+        for k in 0..self.nitems.min(3) {
+            bound = bound.min(self.items[k].2);
+        }
+        for r in &self.item_runs {
+            if r.len > 0 {
+                bound = bound.min(r.start);
+            }
+        }
+        for k in 0..self.nprev.min(2) {
+            bound = bound.min(self.prev[k].start);
+        }
+        for r in &self.sent_runs {
+            if r.len > 0 {
+                bound = bound.min(r.start);
+            }
+        }
+        let back = self.mask_runs.iter().enumerate().map(|(i, &r)| r + i + 1);
+        let back = back.max().unwrap_or(0).max(MASK_W);
+        if self.ntok > 0 {
+            let first = self.ntok.saturating_sub(back.min(TOK_RING - 1));
+            bound = bound.min(self.toks[first % TOK_RING].start);
+        }
+        let back = self.code_runs.iter().enumerate().map(|(p, &r)| r + p);
+        let back = back.max().unwrap_or(0).max(LINE_W);
+        if self.ncode > 0 {
+            let first = self.ncode.saturating_sub(back.min(LINE_RING - 1));
+            bound = bound.min(self.code[first % LINE_RING].1);
+        }
+        bound
+    }
+
+    /// Feeds character `c` of `len` bytes at byte offset `pos` (an invalid
+    /// sequence comes as U+FFFD with its own length).
+    pub(crate) fn push(&mut self, c: char, pos: usize, len: usize) {
+        if self.best.is_some() {
+            return;
+        }
+        let ascii = [c as u8];
+        let other = [0x80u8; 4];
+        let bytes: &[u8] = if c.is_ascii() {
+            &ascii
+        } else {
+            &other[..len.min(4)]
+        };
+        self.lines.advance(bytes, pos, pos + len);
+        if c.is_whitespace() {
+            self.space = true;
+            self.chain_reset();
+        } else {
+            self.chain_push(c, pos, len);
+            if self.best.is_some() {
+                return;
+            }
+        }
+        if let Some(bs) = self.pending_bs.take() {
+            if c == 'n' {
+                // The JSON escape `\n`: a line break.
+                self.end_token(bs);
+                self.end_line(bs);
+                return;
+            }
+            self.token_char('\\', bs, 1);
+        }
+        if c == '\\' {
+            self.pending_bs = Some(pos);
+            return;
+        }
+        if c == '\n' {
+            self.end_token(pos);
+            self.end_line(pos);
+            return;
+        }
+        if c.is_whitespace() {
+            let b = &self.build;
+            let marker_only = b.marker == 1 && self.line.n == 0;
+            let stop = b.active && b.last_stop && !marker_only && !self.line.fence;
+            self.end_token(pos);
+            if stop {
+                self.end_segment(pos);
+            }
+            return;
+        }
+        if is_cjk(c) {
+            self.end_token(pos);
+            self.token_char(c, pos, len);
+            self.build.letters = self.build.letters.max(2);
+            self.end_token(pos + len);
+            if matches!(c, '。' | '！' | '？') && !self.line.fence {
+                self.end_segment(pos + len);
+            }
+            return;
+        }
+        self.token_char(c, pos, len);
+    }
+
+    fn token_char(&mut self, c: char, pos: usize, len: usize) {
+        if self.best.is_some() {
+            return;
+        }
+        if !self.line_active {
+            self.line_active = true;
+            let mut preview = std::mem::take(&mut self.line.preview);
+            preview.clear();
+            self.line = Line {
+                start: pos,
+                fence: self.lines.exempt(pos, true, false),
+                table: self.lines.exempt(pos, false, true),
+                preview,
+                ..Line::default()
+            };
+        }
+        if !self.seg_active {
+            self.seg_active = true;
+            self.seg.start = pos;
+            self.seg.n = 0;
+            self.seg.keys.clear();
+        }
+        let space = std::mem::replace(&mut self.space, false);
+        if self.line.preview.len() + len < PREVIEW {
+            if space && !self.line.preview.is_empty() {
+                self.line.preview.push(' ');
+            }
+            self.line.preview.push(c);
+        }
+        let b = &mut self.build;
+        if !b.active {
+            *b = Build {
+                active: true,
+                start: pos,
+                ..Build::default()
+            };
+        }
+        let l = if c.is_ascii() {
+            u64::from(c.to_ascii_lowercase() as u8)
+        } else {
+            u64::from(c.to_lowercase().next().unwrap_or(c) as u32)
+        };
+        b.raw = mix(b.raw, l);
+        let digit = c.is_ascii_digit();
+        if digit {
+            b.digits = true;
+            if !b.in_digits {
+                b.masked = mix(b.masked, u64::from(b'#'));
+            }
+        } else {
+            b.masked = mix(b.masked, l);
+        }
+        b.in_digits = digit;
+        if c.is_alphabetic() {
+            b.letters += 1;
+        }
+        b.marker = match (b.marker, digit, c) {
+            (0, true, _) => {
+                b.ndigits += 1;
+                if b.ndigits > 4 {
+                    2
+                } else {
+                    0
+                }
+            }
+            (0, false, '.' | ')') if b.ndigits > 0 => 1,
+            _ => 2,
+        };
+        b.last_stop = matches!(c, '.' | '!' | '?');
+    }
+
+    fn end_token(&mut self, end: usize) {
+        if !self.build.active || self.best.is_some() {
+            return;
+        }
+        self.build.active = false;
+        let b = self.build;
+        let tok = Tok {
+            raw: b.raw,
+            masked: b.masked,
+            start: b.start,
+            end,
+            word: b.letters >= 2,
+            digits: b.digits,
+        };
+        let line = &mut self.line;
+        if line.n == 0 && b.marker == 1 {
+            line.marker = true;
+        } else {
+            line.body = mix(line.body, tok.raw);
+            line.body_len += 1;
+        }
+        line.whole = mix(line.whole, tok.raw);
+        line.n += 1;
+        line.end = end;
+        line.word |= tok.word;
+        let seg = &mut self.seg;
+        if seg.keys.len() < SEG_TOKENS {
+            seg.keys.push(tok.raw);
+        }
+        seg.n += 1;
+        seg.end = end;
+        if !self.line.fence && !self.line.table {
+            self.counter_token(tok);
+        }
+    }
+
+    /// The counter rule: masked tokens repeating with a short period.
+    fn counter_token(&mut self, tok: Tok) {
+        let j = self.ntok;
+        self.toks[j % TOK_RING] = tok;
+        self.ntok = j + 1;
+        if tok.word {
+            self.last_word_tok = Some(j);
+        }
+        if tok.digits {
+            self.last_digit_tok = Some(j);
+        }
+        let cfg = &self.cfg;
+        for p in 1..=MASK_W {
+            let i = p - 1;
+            if j >= p && self.toks[(j - p) % TOK_RING].masked == tok.masked {
+                self.mask_runs[i] += 1;
+            } else {
+                self.mask_runs[i] = 0;
+                continue;
+            }
+            let need = cfg.masked_min_run.max(cfg.masked_run_per_period * p);
+            let r = self.mask_runs[i];
+            if r < need || r + p >= TOK_RING {
+                continue;
+            }
+            let has_word = self.last_word_tok.is_some_and(|w| w + p > j);
+            let has_digit = self.last_digit_tok.is_some_and(|w| w + p > j);
+            if !has_word || !has_digit {
+                continue;
+            }
+            // One counter: at most one token of the unit differs from its
+            // copy before once digits count (`Week 1: 5 km` has two).
+            let differs = (j + 1 - p..=j)
+                .filter(|&t| self.toks[t % TOK_RING].raw != self.toks[(t - p) % TOK_RING].raw)
+                .count();
+            if differs > 1 {
+                continue;
+            }
+            // First matching token a; the loop starts at a - p.
+            let a = j + 1 - r;
+            let start = self.toks[(a - p) % TOK_RING].start;
+            let keep = self.toks[(a - 1) % TOK_RING].end;
+            let preview = self.token_preview(p);
+            self.fire(Detector::NearDuplicate, p, start, keep, preview);
+            return;
+        }
+    }
+
+    fn token_preview(&self, _p: usize) -> String {
+        self.line.preview.clone()
+    }
+
+    /// A sentence ends (or its line does).
+    fn end_segment(&mut self, _end: usize) {
+        if !self.seg_active || self.best.is_some() {
+            return;
+        }
+        self.seg_active = false;
+        if self.line.fence || self.line.table {
+            return;
+        }
+        let seg = std::mem::take(&mut self.seg);
+        self.sentence(&seg);
+        let mut seg = seg;
+        seg.keys.clear();
+        self.seg = seg;
+    }
+
+    /// A line ends: its sentence too.
+    fn end_line(&mut self, end: usize) {
+        self.end_segment(end);
+        if !self.line_active || self.best.is_some() {
+            return;
+        }
+        self.line_active = false;
+        let line = std::mem::take(&mut self.line);
+        if line.fence {
+            self.code_line(&line);
+        } else if !line.table {
+            self.list_item(&line);
+        }
+        self.line = line;
+    }
+
+    /// Counted list items.
+    fn list_item(&mut self, seg: &Line) {
+        if !seg.marker {
+            self.nitems = 0;
+            self.item_runs = [Run::default(); 3];
+            return;
+        }
+        let k = self.nitems;
+        let cur = (seg.body, seg.body_len, seg.start, seg.end);
+        for p in 1..=3 {
+            let i = p - 1;
+            let same = k >= p && {
+                let o = self.items[(k - p) % 3];
+                o.0 == cur.0 && o.1 == cur.1
+            };
+            if !same {
+                self.item_runs[i] = Run::default();
+                continue;
+            }
+            if self.item_runs[i].len == 0 {
+                // The loop starts at item k - p; one copy is items
+                // k-p..k-1.
+                self.item_runs[i].start = self.items[(k - p) % 3].2;
+                self.item_runs[i].keep = self.items[(k - 1) % 3].3;
+            }
+            self.item_runs[i].len += 1;
+            let items = self.item_runs[i].len + p;
+            let need = if seg.body_len == 0 {
+                self.cfg.empty_items
+            } else {
+                self.cfg.list_items.max(3 * p + 1)
+            };
+            if p == 1 || seg.body_len > 0 {
+                if items >= need {
+                    let r = self.item_runs[i];
+                    self.fire(
+                        Detector::NearDuplicate,
+                        p,
+                        r.start,
+                        r.keep,
+                        seg.preview.clone(),
+                    );
+                    return;
+                }
+            }
+        }
+        self.items[k % 3] = cur;
+        self.nitems = k + 1;
+    }
+
+    /// Near-duplicate segments.
+    fn sentence(&mut self, seg: &Seg) {
+        let cfg = &self.cfg;
+        let long = seg.n >= cfg.sentence_min_tokens;
+        for p in 1..=2 {
+            let i = p - 1;
+            let near = long && self.nprev >= p && {
+                let o = &self.prev[(self.nprev - p) % 2];
+                o.n >= cfg.sentence_min_tokens
+                    && o.n.abs_diff(seg.n) <= cfg.sentence_max_edits
+                    && within_edits(&o.keys, &seg.keys, cfg.sentence_max_edits.min(seg.n / 4))
+            };
+            if !near {
+                self.sent_runs[i] = Run::default();
+                continue;
+            }
+            if self.sent_runs[i].len == 0 {
+                self.sent_runs[i].start = self.prev[(self.nprev - p) % 2].start;
+                self.sent_runs[i].keep = self.prev[(self.nprev - 1) % 2].end;
+            }
+            self.sent_runs[i].len += 1;
+            let need = self.cfg.sentence_copies.max(3 * p);
+            if self.sent_runs[i].len + p >= need {
+                let r = self.sent_runs[i];
+                let preview = self.line.preview.clone();
+                self.fire(Detector::NearDuplicate, p, r.start, r.keep, preview);
+                return;
+            }
+        }
+        let slot = self.nprev % 2;
+        let old = std::mem::take(&mut self.prev[slot]);
+        let mut keys = old.keys;
+        keys.clear();
+        keys.extend_from_slice(&seg.keys);
+        self.prev[slot] = Seg {
+            start: seg.start,
+            end: seg.end,
+            keys,
+            n: seg.n,
+            ..Seg::default()
+        };
+        self.nprev += 1;
+    }
+
+    /// Lines inside a code fence.
+    fn code_line(&mut self, seg: &Line) {
+        let j = self.ncode;
+        let key = seg.whole;
+        self.code[j % LINE_RING] = (key, seg.start, seg.end, seg.word);
+        self.ncode = j + 1;
+        for p in 2..=LINE_W {
+            if j >= p && self.code[(j - p) % LINE_RING].0 == key {
+                self.code_runs[p] += 1;
+            } else {
+                self.code_runs[p] = 0;
+                continue;
+            }
+            let r = self.code_runs[p];
+            if r < (self.cfg.code_block_copies.max(2) - 1) * p {
+                continue;
+            }
+            // The block: lines j-p+1..=j; two different lines and a word.
+            let first = self.code[(j + 1 - p) % LINE_RING].0;
+            let mut varied = false;
+            let mut word = false;
+            for t in j + 1 - p..=j {
+                let l = self.code[t % LINE_RING];
+                varied |= l.0 != first;
+                word |= l.3;
+            }
+            if !varied || !word {
+                continue;
+            }
+            let a = j + 1 - r;
+            let start = self.code[(a - p) % LINE_RING].1;
+            let keep = self.code[(a - 1) % LINE_RING].2;
+            self.fire(Detector::CodeBlock, p, start, keep, seg.preview.clone());
+            return;
+        }
+    }
+
+    fn chain_reset(&mut self) {
+        self.chain_len = 0;
+        self.chain_roll = 0;
+        self.chain_d = 0;
+        self.chain_run = 0;
+        self.chain_data = super::substring::DataScan::after_space();
+    }
+
+    /// Long units inside one run of non-white-space.
+    fn chain_push(&mut self, c: char, pos: usize, len: usize) {
+        let k = self.chain_len;
+        let cu = c as u32;
+        self.chain_chars[k % CHAIN_RING] = (cu, pos);
+        self.chain_data_before[k % CHAIN_RING] = self.chain_data.data_here();
+        self.chain_data.push(c);
+        self.chain_len = k + 1;
+        self.chain_roll = self
+            .chain_roll
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(u64::from(cu));
+        if k >= CHAIN_SHINGLE {
+            let old = u64::from(self.chain_chars[(k - CHAIN_SHINGLE) % CHAIN_RING].0);
+            self.chain_roll = self
+                .chain_roll
+                .wrapping_sub(old.wrapping_mul(self.chain_pow));
+        }
+        if self.chain_d > 0 {
+            let d = self.chain_d;
+            if self.chain_chars[(k - d) % CHAIN_RING].0 == cu {
+                self.chain_run += 1;
+                if self.chain_run >= (self.cfg.chain_copies.max(2) - 1) * d {
+                    let a = k + 1 - self.chain_run;
+                    let s = a - d;
+                    if !self.chain_data_before[s % CHAIN_RING] {
+                        let start = self.chain_chars[s % CHAIN_RING].1;
+                        let keep = self.chain_chars[(a - 1) % CHAIN_RING].1
+                            + char::from_u32(self.chain_chars[(a - 1) % CHAIN_RING].0)
+                                .map_or(1, char::len_utf8);
+                        let unit: String = (k + 1 - d..=k)
+                            .filter_map(|t| char::from_u32(self.chain_chars[t % CHAIN_RING].0))
+                            .collect();
+                        let _ = len;
+                        self.fire(Detector::LongUnit, d, start, keep, unit);
+                    }
+                    // Data: stop following this period.
+                    self.chain_d = 0;
+                    self.chain_run = 0;
+                }
+                return;
+            }
+            self.chain_d = 0;
+            self.chain_run = 0;
+        }
+        if k + 1 < CHAIN_SHINGLE {
+            return;
+        }
+        let h = super::fold::mix(self.chain_roll);
+        let tag = (h >> 32) as u32;
+        let slot = (tag as usize) % CHAIN_TABLE;
+        let (old_tag, at) = self.chain_table[slot];
+        self.chain_table[slot] = (tag, k as u32);
+        if old_tag != tag || (at as usize) >= k || self.chain_len <= 1 {
+            return;
+        }
+        let d = k - at as usize;
+        if d < self.cfg.chain_min_unit
+            || d > self.cfg.chain_max_unit.min(64)
+            || k < d + CHAIN_SHINGLE - 1
+        {
+            return;
+        }
+        // Verify the shingle and count the matches behind it.
+        let mut run = 0;
+        while run < k - d + 1 && run < 3 * d && {
+            let t = k - run;
+            self.chain_chars[t % CHAIN_RING].0 == self.chain_chars[(t - d) % CHAIN_RING].0
+        } {
+            run += 1;
+        }
+        if run >= CHAIN_SHINGLE {
+            self.chain_d = d;
+            self.chain_run = run;
+        }
+    }
+
+    fn fire(&mut self, detector: Detector, period: usize, start: usize, keep: usize, unit: String) {
+        if self.cfg.enabled && self.best.is_none() {
+            self.best = Some(Candidate {
+                detector,
+                period,
+                start,
+                keep,
+                keep_tokens: 0,
+                unit,
+            });
+        }
+    }
+}
+
+/// Whether token sequences `a` and `b` (at most `SEG_TOKENS` each) are
+/// within `k` edits (insert, delete, substitute): a dynamic program on
+/// the band `|i - j| <= k`, O(len · (2k + 1)), stopping once every cell
+/// of a row exceeds `k`.
+fn within_edits(a: &[u64], b: &[u64], k: usize) -> bool {
+    let (n, m) = (a.len().min(SEG_TOKENS), b.len().min(SEG_TOKENS));
+    if n.abs_diff(m) > k {
+        return false;
+    }
+    const INF: usize = usize::MAX / 4;
+    let mut prev = [INF; SEG_TOKENS + 1];
+    let mut cur = [INF; SEG_TOKENS + 1];
+    for (j, v) in prev.iter_mut().enumerate().take(m.min(k) + 1) {
+        *v = j;
+    }
+    for i in 1..=n {
+        let lo = i.saturating_sub(k);
+        let hi = (i + k).min(m);
+        let mut best = INF;
+        if lo == 0 {
+            cur[0] = i;
+            best = i;
+        } else {
+            cur[lo - 1] = INF;
+        }
+        for j in lo.max(1)..=hi {
+            let v = (prev[j - 1] + usize::from(a[i - 1] != b[j - 1]))
+                .min(prev[j] + 1)
+                .min(cur[j - 1] + 1);
+            cur[j] = v;
+            best = best.min(v);
+        }
+        if best > k {
+            return false;
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[m] <= k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_band() {
+        let a = [1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(within_edits(&a, &a, 0));
+        assert!(within_edits(&a, &[1, 2, 9, 3, 4, 5, 6, 7, 8], 1));
+        assert!(!within_edits(&a, &[1, 2, 9, 3, 4, 5, 6, 7, 8], 0));
+        assert!(within_edits(&a, &[1, 2, 4, 5, 6, 9, 8], 2));
+        assert!(!within_edits(&a, &[8, 7, 6, 5, 4, 3, 2, 1], 2));
+        assert!(within_edits(&[], &[1, 2], 2));
+        assert!(!within_edits(&[], &[1, 2, 3], 2));
+    }
+}
