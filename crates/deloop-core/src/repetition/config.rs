@@ -225,7 +225,136 @@ impl Default for HealthyConfig {
     }
 }
 
+/// A configuration value the guards do not use as written: the engine
+/// clamps it into its supported range (see [`ClampConfig::adjustments`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClampAdjustment {
+    /// Full key, e.g. `words.max_period`.
+    pub key: String,
+    /// Value as written.
+    pub from: usize,
+    /// Value used.
+    pub to: usize,
+    /// Why.
+    pub reason: String,
+}
+
 impl ClampConfig {
+    /// The values the guards clamp into their supported range, each with
+    /// the value used and why (empty for the defaults). The guards never
+    /// fail on such values; callers report them, as `deloop clamp` does
+    /// on stderr.
+    ///
+    /// ```
+    /// use deloop_core::repetition::ClampConfig;
+    /// let mut c = ClampConfig::default();
+    /// c.words.max_period = 40;
+    /// let a = c.adjustments();
+    /// assert_eq!((a[0].key.as_str(), a[0].from, a[0].to), ("words.max_period", 40, 16));
+    /// assert!(ClampConfig::default().adjustments().is_empty());
+    /// ```
+    pub fn adjustments(&self) -> Vec<ClampAdjustment> {
+        let mut out = Vec::new();
+        let mut check = |key: &str, from: usize, lo: usize, hi: usize, why: &str| {
+            let to = from.clamp(lo, hi.max(lo));
+            if to != from {
+                out.push(ClampAdjustment {
+                    key: key.to_string(),
+                    from,
+                    to,
+                    reason: why.to_string(),
+                });
+            }
+        };
+        let w = &self.words;
+        check(
+            "words.max_period",
+            w.max_period,
+            1,
+            16,
+            "short periods are 1 to 16 words",
+        );
+        let max_p = w.max_period.clamp(1, 16);
+        check(
+            "words.min_run",
+            w.min_run,
+            1,
+            4096,
+            "a run is 1 to 4096 words",
+        );
+        if w.long_max_period != 0 {
+            check(
+                "words.long_max_period",
+                w.long_max_period,
+                0,
+                4096,
+                "long periods reach at most 4096 words",
+            );
+        }
+        let long_off = w.long_max_period != 0 && w.long_max_period <= max_p;
+        check(
+            "words.long_run_per_period",
+            w.long_run_per_period,
+            1,
+            usize::MAX,
+            "at least one copy",
+        );
+        let s = &self.substring;
+        check(
+            "substring.max_unit",
+            s.max_unit,
+            1,
+            16,
+            "units are 1 to 16 characters",
+        );
+        let max_u = s.max_unit.clamp(1, 16);
+        check(
+            "substring.min_unit",
+            s.min_unit,
+            1,
+            max_u,
+            "at least 1 and at most substring.max_unit",
+        );
+        check(
+            "substring.min_copies",
+            s.min_copies,
+            2,
+            1000,
+            "2 to 1000 copies",
+        );
+        let n = &self.near;
+        check(
+            "near.chain_max_unit",
+            n.chain_max_unit,
+            0,
+            64,
+            "long units reach at most 64 characters",
+        );
+        check(
+            "near.chain_copies",
+            n.chain_copies,
+            2,
+            usize::MAX,
+            "at least 2 copies",
+        );
+        check(
+            "near.code_block_copies",
+            n.code_block_copies,
+            2,
+            usize::MAX,
+            "at least 2 copies",
+        );
+        if long_off {
+            out.push(ClampAdjustment {
+                key: "words.long_max_period".into(),
+                from: w.long_max_period,
+                to: 0,
+                reason: format!("not above words.max_period ({max_p}): long periods off"),
+            });
+        }
+        out
+    }
+
     /// The seed's exact rules: periods 1–16, run `max(18, 3p)`, tokens
     /// re-joined with spaces, substring `(.{2,12}?)\1{9,}` cut and trimmed,
     /// no long periods, no false-positive protections.

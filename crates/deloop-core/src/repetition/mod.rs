@@ -34,7 +34,8 @@ mod test_cases;
 mod words;
 
 pub use config::{
-    ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS,
+    ClampAdjustment, ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig,
+    DEFAULT_CONNECTORS,
 };
 
 use serde::Serialize;

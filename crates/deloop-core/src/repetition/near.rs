@@ -576,18 +576,16 @@ impl Near {
             } else {
                 self.cfg.list_items.max(3 * p + 1)
             };
-            if p == 1 || seg.body_len > 0 {
-                if items >= need {
-                    let r = self.item_runs[i];
-                    self.fire(
-                        Detector::NearDuplicate,
-                        p,
-                        r.start,
-                        r.keep,
-                        seg.preview.clone(),
-                    );
-                    return;
-                }
+            if (p == 1 || seg.body_len > 0) && items >= need {
+                let r = self.item_runs[i];
+                self.fire(
+                    Detector::NearDuplicate,
+                    p,
+                    r.start,
+                    r.keep,
+                    seg.preview.clone(),
+                );
+                return;
             }
         }
         self.items[k % 3] = cur;
@@ -633,7 +631,6 @@ impl Near {
             end: seg.end,
             keys,
             n: seg.n,
-            ..Seg::default()
         };
         self.nprev += 1;
     }

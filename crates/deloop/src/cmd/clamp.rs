@@ -131,6 +131,12 @@ fn build_config(args: &Args) -> anyhow::Result<ClampConfig> {
     if args.no_protections {
         config.healthy.enabled = false;
     }
+    for a in config.adjustments() {
+        eprintln!(
+            "deloop: note: config {}: {} adjusted to {} ({})",
+            a.key, a.from, a.to, a.reason
+        );
+    }
     Ok(config)
 }
 

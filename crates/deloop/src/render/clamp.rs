@@ -8,14 +8,18 @@ fn detector_name(d: Detector) -> &'static str {
         Detector::WordPeriod => "word period",
         Detector::LongPeriod => "long word period",
         Detector::Substring => "substring",
+        Detector::NearDuplicate => "near duplicate",
+        Detector::LongUnit => "long unit",
+        Detector::CodeBlock => "code block",
     }
 }
 
 fn unit_label(r: &ClampReport) -> &'static str {
-    if r.detector == Detector::Substring {
-        "characters"
-    } else {
-        "words"
+    match r.detector {
+        Detector::Substring | Detector::LongUnit => "characters",
+        Detector::CodeBlock => "lines",
+        Detector::NearDuplicate => "units",
+        Detector::WordPeriod | Detector::LongPeriod => "words",
     }
 }
 
