@@ -36,7 +36,7 @@
 //! Work is O(1) per character plus a banded edit distance per segment
 //! (at most `SEG_TOKENS · 5` steps); memory is fixed.
 
-use super::healthy::{is_cjk, Lines};
+use super::healthy::{is_cjk, Lines, Src};
 use super::substring::Candidate;
 use super::{ClampConfig, Detector};
 
@@ -44,7 +44,10 @@ use super::{ClampConfig, Detector};
 /// compared on their first `SEG_TOKENS` tokens and their length).
 const SEG_TOKENS: usize = 64;
 /// Characters of the current non-white-space run kept for long units.
-const CHAIN_RING: usize = 256;
+const CHAIN_RING: usize = 512;
+/// Shingles of a run of non-white-space are looked up from its 16th
+/// character on (a long unit repeated 4 times is at least 52).
+const CHAIN_START: usize = 16;
 /// Slots of the 8-character shingle table for long units.
 const CHAIN_TABLE: usize = 256;
 /// Shingle length for long units.
@@ -167,9 +170,6 @@ pub(crate) struct Near {
     chain_table: Vec<(u32, u32)>,
     chain_d: usize,
     chain_run: usize,
-    chain_data: super::substring::DataScan,
-    /// Data verdict before each character of the run (ring).
-    chain_data_before: Vec<bool>,
     // Code blocks: ring of lines inside fences (key, start, end, word).
     code: Vec<(u64, usize, usize, bool)>,
     ncode: usize,
@@ -211,8 +211,6 @@ impl Near {
             chain_table: vec![(0, 0); CHAIN_TABLE],
             chain_d: 0,
             chain_run: 0,
-            chain_data: super::substring::DataScan::after_space(),
-            chain_data_before: vec![false; CHAIN_RING],
             code: vec![(0, 0, 0, false); LINE_RING],
             ncode: 0,
             code_runs: [0; LINE_W + 1],
@@ -227,14 +225,55 @@ impl Near {
         if self.best.is_some() {
             return Some(0);
         }
-        for (i, c) in s.char_indices() {
+        let bytes = s.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii_alphabetic() && self.letter_is_plain() {
+                self.plain_letter(b, base + i);
+                i += 1;
+                continue;
+            }
+            let c = s[i..].chars().next().unwrap_or('\u{FFFD}');
             let len = c.len_utf8();
-            self.push(c, base + i, len);
+            self.step(c, base + i, len, Src { bytes, base });
             if self.best.is_some() {
                 return Some(i + len);
             }
+            i += len;
         }
+        self.lines.advance(bytes, base, base + bytes.len());
         None
+    }
+
+    /// An ASCII letter inside a token, with nothing else going on (no
+    /// escape pending, the run of non-white-space too short for long
+    /// units): only the token's hashes, its preview and the run change.
+    #[inline]
+    fn letter_is_plain(&self) -> bool {
+        self.build.active
+            && self.pending_bs.is_none()
+            && self.chain_len + 1 < CHAIN_START
+            && self.chain_d == 0
+    }
+
+    /// [`Near::step`] for a letter when [`Near::letter_is_plain`] holds.
+    #[inline]
+    fn plain_letter(&mut self, b: u8, pos: usize) {
+        let l = u64::from(b.to_ascii_lowercase());
+        let t = &mut self.build;
+        t.raw = mix(t.raw, l);
+        t.masked = mix(t.masked, l);
+        t.in_digits = false;
+        t.letters += 1;
+        t.marker = 2;
+        t.last_stop = false;
+        if self.line.preview.len() + 1 < PREVIEW {
+            self.line.preview.push(char::from(b));
+        }
+        let k = self.chain_len;
+        self.chain_chars[k % CHAIN_RING] = (u32::from(b), pos);
+        self.chain_len = k + 1;
     }
 
     /// A byte offset no cut found from now on can fall before: the start
@@ -302,12 +341,19 @@ impl Near {
         } else {
             &other[..len.min(4)]
         };
+        let src = Src { bytes, base: pos };
+        self.step(c, pos, len, src);
         self.lines.advance(bytes, pos, pos + len);
+    }
+
+    /// One character; `src` holds the text around it for the line
+    /// tracker, which is caught up only where a line starts.
+    fn step(&mut self, c: char, pos: usize, len: usize, src: Src<'_>) {
         if c.is_whitespace() {
             self.space = true;
             self.chain_reset();
         } else {
-            self.chain_push(c, pos, len);
+            self.chain_push(c, pos);
             if self.best.is_some() {
                 return;
             }
@@ -319,7 +365,7 @@ impl Near {
                 self.end_line(bs);
                 return;
             }
-            self.token_char('\\', bs, 1);
+            self.token_char('\\', bs, 1, src);
         }
         if c == '\\' {
             self.pending_bs = Some(pos);
@@ -342,7 +388,7 @@ impl Near {
         }
         if is_cjk(c) {
             self.end_token(pos);
-            self.token_char(c, pos, len);
+            self.token_char(c, pos, len, src);
             self.build.letters = self.build.letters.max(2);
             self.end_token(pos + len);
             if matches!(c, '。' | '！' | '？') && !self.line.fence {
@@ -350,15 +396,16 @@ impl Near {
             }
             return;
         }
-        self.token_char(c, pos, len);
+        self.token_char(c, pos, len, src);
     }
 
-    fn token_char(&mut self, c: char, pos: usize, len: usize) {
+    fn token_char(&mut self, c: char, pos: usize, len: usize, src: Src<'_>) {
         if self.best.is_some() {
             return;
         }
         if !self.line_active {
             self.line_active = true;
+            self.lines.advance(src.bytes, src.base, pos + len);
             let mut preview = std::mem::take(&mut self.line.preview);
             preview.clear();
             self.line = Line {
@@ -677,25 +724,47 @@ impl Near {
         self.chain_roll = 0;
         self.chain_d = 0;
         self.chain_run = 0;
-        self.chain_data = super::substring::DataScan::after_space();
+    }
+
+    /// Whether a loop starting at character `s` of the run starts inside
+    /// a data token: the substring guard's test, replayed on the 17
+    /// characters before it (all it looks at).
+    fn chain_data_at(&self, s: usize) -> bool {
+        let from = s.saturating_sub(17);
+        let mut d = if from == 0 {
+            super::substring::DataScan::after_space()
+        } else {
+            super::substring::DataScan::NONE
+        };
+        for t in from..s {
+            d.push(char::from_u32(self.chain_chars[t % CHAIN_RING].0).unwrap_or('\u{FFFD}'));
+        }
+        d.data_here()
     }
 
     /// Long units inside one run of non-white-space.
-    fn chain_push(&mut self, c: char, pos: usize, len: usize) {
+    fn chain_push(&mut self, c: char, pos: usize) {
         let k = self.chain_len;
         let cu = c as u32;
         self.chain_chars[k % CHAIN_RING] = (cu, pos);
-        self.chain_data_before[k % CHAIN_RING] = self.chain_data.data_here();
-        self.chain_data.push(c);
         self.chain_len = k + 1;
-        self.chain_roll = self
-            .chain_roll
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .wrapping_add(u64::from(cu));
-        if k >= CHAIN_SHINGLE {
+        if k + 1 < CHAIN_START {
+            return;
+        }
+        if k + 1 == CHAIN_START {
+            let mut roll = 0u64;
+            for t in k + 1 - CHAIN_SHINGLE..=k {
+                roll = roll
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .wrapping_add(u64::from(self.chain_chars[t % CHAIN_RING].0));
+            }
+            self.chain_roll = roll;
+        } else {
             let old = u64::from(self.chain_chars[(k - CHAIN_SHINGLE) % CHAIN_RING].0);
             self.chain_roll = self
                 .chain_roll
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .wrapping_add(u64::from(cu))
                 .wrapping_sub(old.wrapping_mul(self.chain_pow));
         }
         if self.chain_d > 0 {
@@ -705,7 +774,7 @@ impl Near {
                 if self.chain_run >= (self.cfg.chain_copies.max(2) - 1) * d {
                     let a = k + 1 - self.chain_run;
                     let s = a - d;
-                    if !self.chain_data_before[s % CHAIN_RING] {
+                    if !self.chain_data_at(s) {
                         let start = self.chain_chars[s % CHAIN_RING].1;
                         let keep = self.chain_chars[(a - 1) % CHAIN_RING].1
                             + char::from_u32(self.chain_chars[(a - 1) % CHAIN_RING].0)
@@ -713,7 +782,6 @@ impl Near {
                         let unit: String = (k + 1 - d..=k)
                             .filter_map(|t| char::from_u32(self.chain_chars[t % CHAIN_RING].0))
                             .collect();
-                        let _ = len;
                         self.fire(Detector::LongUnit, d, start, keep, unit);
                     }
                     // Data: stop following this period.
@@ -724,9 +792,6 @@ impl Near {
             }
             self.chain_d = 0;
             self.chain_run = 0;
-        }
-        if k + 1 < CHAIN_SHINGLE {
-            return;
         }
         let h = super::fold::mix(self.chain_roll);
         let tag = (h >> 32) as u32;
