@@ -129,6 +129,38 @@ fn repair_prints_one_compact_document() {
     assert!(stderr(&o).contains("closed_truncated"), "{}", stderr(&o));
 }
 
+/// `repair --json` prints `{"value", "repairs"}`: the same document as
+/// plain `repair`, with the repairs `--explain` names.
+#[test]
+fn repair_json_prints_value_and_repairs() {
+    let input = b"```json\n{\"a\": [1, 2\n```";
+    let plain = deloop(&["repair"], input);
+    let o = deloop(&["repair", "--json"], input);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&plain)).unwrap();
+    assert_eq!(v["value"], doc);
+    assert_eq!(v["value"], serde_json::json!({"a": [1, 2]}));
+    let repairs: Vec<&str> = v["repairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(repairs.contains(&"stripped_code_fence"), "{repairs:?}");
+    assert!(repairs.contains(&"closed_truncated"), "{repairs:?}");
+    assert_eq!(v.as_object().unwrap().len(), 2);
+    // No JSON at all: exit 1, nothing on stdout, as without --json.
+    let o = deloop(
+        &["repair", "--json"],
+        b"Lo siento, no puedo responder a eso.",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).is_empty());
+}
+
 #[test]
 fn repair_without_json_exits_1() {
     let o = deloop(&["repair", "-"], b"Lo siento, no puedo responder a eso.");
@@ -146,6 +178,7 @@ fn help_documents_the_flags() {
         assert_eq!(o.status.code(), Some(0));
         let h = stdout(&o);
         assert!(h.contains("--lossy") && h.contains("--max-bytes"), "{h}");
+        assert!(h.contains("--json"), "{h}");
     }
 }
 

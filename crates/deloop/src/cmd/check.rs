@@ -35,7 +35,7 @@ use deloop_core::loops::{Guard, LoopConfig, OutcomeBody, Profile, Scope, ToolCal
 use serde_json::Value;
 
 use crate::exit::{BadInput, Exit};
-use crate::render::check as render;
+use deloop_render::check as render;
 
 /// Transcript format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -6,9 +6,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use deloop_core::repetition::{clamp, ClampConfig, StreamCut, StreamWatcher};
+use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
-use crate::{input, render};
+use crate::input;
 
 /// Flags of `deloop clamp`.
 ///

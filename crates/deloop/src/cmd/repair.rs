@@ -4,20 +4,28 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use deloop_core::rescue::{repair_with, RescueOptions};
+use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
-use crate::{input, render};
+use crate::input;
 
 /// Flags of `deloop repair`.
 ///
 /// Prints one compact, valid JSON document recovered from the input (code
-/// fences, prose, `<think>` blocks, inner quotes, truncation...). Exit
-/// codes: 0 repaired, 1 the input holds no JSON at all, 2 bad input
-/// (invalid UTF-8 without --lossy, too large, nested too deep).
+/// fences, prose, `<think>` blocks, inner quotes, truncation...); with
+/// --json, the object `{"value": <the repaired JSON>, "repairs": [...]}`.
+/// Exit codes: 0 repaired, 1 the input holds no JSON at all, 2 bad input
+/// (invalid UTF-8 without --lossy, too large, nested too deep); on exit 1
+/// and 2 nothing is printed on standard output, and the error goes to
+/// standard error, with or without --json.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The model output to read; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,
+    /// Print `{"value": <the repaired JSON>, "repairs": [...]}` (the repairs
+    /// applied, in snake case) instead of the bare document.
+    #[arg(long)]
+    pub json: bool,
     /// Replace invalid UTF-8 with U+FFFD instead of refusing the input.
     #[arg(long)]
     pub lossy: bool,
@@ -43,7 +51,12 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     match repair_with(&text, &opts) {
         Ok(r) => {
             let mut out = std::io::stdout().lock();
-            out.write_all(render::rescue::document(&r.value).as_bytes())?;
+            let printed = if args.json {
+                render::rescue::repair_json(&r.value, &r.repairs)
+            } else {
+                render::rescue::document(&r.value)
+            };
+            out.write_all(printed.as_bytes())?;
             out.flush()?;
             if args.explain {
                 eprint!("{}", render::rescue::repairs_line(&r.repairs));

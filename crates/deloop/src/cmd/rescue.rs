@@ -4,9 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use deloop_core::rescue::{rescue_with, RescueError, RescueOptions};
+use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
-use crate::{input, render};
+use crate::input;
 
 /// Flags of `deloop rescue`.
 ///

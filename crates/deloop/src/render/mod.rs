@@ -1,8 +1,6 @@
-//! Rendering: every human and machine (JSON) output format of the CLI lives
-//! here, one module per command family. Library crates never format text.
+//! Rendering of the oracle commands (`ask`, `search`, `index`). The other
+//! commands' output formats live in the `deloop-render` crate, shared with
+//! the server.
 
-pub mod check;
-pub mod clamp;
 pub mod oracle;
-pub mod rescue;
 pub mod search;

@@ -1,4 +1,4 @@
-//! Output formats (human and JSON) for the `clamp` command family.
+//! Output formats (human and JSON) of `deloop clamp`, in batch and `--stream`.
 
 use deloop_core::repetition::{ClampReport, Clamped, Detector, StreamCut};
 use serde_json::{json, Value};
@@ -46,12 +46,14 @@ pub fn note(out: &Clamped) -> Option<String> {
     ))
 }
 
-/// The `--json` object: `text`, `clamped`, the first report's fields
-/// (null when nothing was cut) and `reports`.
-pub fn json(out: &Clamped) -> String {
+/// The `--json` object of `deloop clamp` (and the answer of `POST /v1/clamp`):
+/// `text`, `clamped`, the first report's fields (`detector`, `period`,
+/// `unit`, `start`, `keep_bytes`, `removed_bytes`; null when nothing was
+/// cut) and `reports` (every guard that fired).
+pub fn json_value(out: &Clamped) -> Value {
     let first = out.report();
     let field = |f: fn(&ClampReport) -> Value| first.map_or(Value::Null, f);
-    let obj = json!({
+    json!({
         "text": out.text,
         "clamped": out.is_clamped(),
         "detector": field(|r| json!(r.detector)),
@@ -61,8 +63,12 @@ pub fn json(out: &Clamped) -> String {
         "keep_bytes": field(|r| json!(r.keep_bytes)),
         "removed_bytes": field(|r| json!(r.removed_bytes)),
         "reports": out.reports,
-    });
-    format!("{obj}\n")
+    })
+}
+
+/// [`json_value`] as `deloop clamp --json` prints it: compact, one line.
+pub fn json(out: &Clamped) -> String {
+    format!("{}\n", json_value(out))
 }
 
 /// What `--stream` writes after the kept bytes: the marker and a newline.

@@ -13,10 +13,10 @@ pub fn value_plain(value: &Value) -> String {
     }
 }
 
-/// The `--json` report of `deloop rescue`:
-/// `{"ok": bool, "value": <JSON or null>, "repairs": [...]}`, plus
-/// `"error"` when nothing was rescued.
-pub fn report_json(value: Option<&Value>, repairs: &[Repair], error: Option<&str>) -> String {
+/// The `--json` report of `deloop rescue` (and the answer of
+/// `POST /v1/rescue`): `{"ok": bool, "value": <JSON or null>, "repairs":
+/// [...]}`, plus `"error"` when nothing was rescued.
+pub fn report_value(value: Option<&Value>, repairs: &[Repair], error: Option<&str>) -> Value {
     let mut out = json!({
         "ok": value.is_some(),
         "value": value.cloned().unwrap_or(Value::Null),
@@ -25,12 +25,32 @@ pub fn report_json(value: Option<&Value>, repairs: &[Repair], error: Option<&str
     if let Some(e) = error {
         out["error"] = Value::String(e.to_owned());
     }
-    format!("{out}\n")
+    out
+}
+
+/// [`report_value`] as `deloop rescue --json` prints it: compact, one line.
+pub fn report_json(value: Option<&Value>, repairs: &[Repair], error: Option<&str>) -> String {
+    format!("{}\n", report_value(value, repairs, error))
 }
 
 /// One compact, valid JSON document (`deloop repair`).
 pub fn document(value: &Value) -> String {
     format!("{value}\n")
+}
+
+/// The `--json` object of `deloop repair` (and the answer of
+/// `POST /v1/repair`): `{"value": <the repaired JSON>, "repairs": [...]}`,
+/// the repairs named in snake case in the order they were applied.
+pub fn repair_value(value: &Value, repairs: &[Repair]) -> Value {
+    json!({
+        "value": value,
+        "repairs": repairs,
+    })
+}
+
+/// [`repair_value`] as `deloop repair --json` prints it: compact, one line.
+pub fn repair_json(value: &Value, repairs: &[Repair]) -> String {
+    format!("{}\n", repair_value(value, repairs))
 }
 
 /// The repairs as one line for standard error (`deloop repair --explain`).
@@ -74,6 +94,19 @@ mod tests {
         assert_eq!(
             v,
             json!({"ok": false, "value": null, "repairs": [], "error": "no JSON"})
+        );
+    }
+
+    #[test]
+    fn repair_value_shape() {
+        let v = repair_value(&json!({"a": 1}), &[Repair::StrippedCodeFence]);
+        assert_eq!(
+            v,
+            json!({"value": {"a": 1}, "repairs": ["stripped_code_fence"]})
+        );
+        assert_eq!(
+            repair_json(&json!([]), &[]),
+            "{\"value\":[],\"repairs\":[]}\n"
         );
     }
 
