@@ -1,4 +1,5 @@
-//! Output formats (human and JSON) for the `check` command family.
+//! `deloop check`: the whole flow ([`run`]: transcript bytes in, verdicts
+//! out, shared by the command line and the server) and its output formats.
 //!
 //! JSON lines (`--json`): one object per call event, in order,
 //! `{"index", "tool", "level", "detector", "count", "message", "fingerprint"}`
@@ -16,6 +17,10 @@ use std::io::{self, Write};
 use deloop_core::loops::replay::{CallVerdict, Replay};
 use deloop_core::loops::{Level, Profile};
 use serde::Serialize;
+
+mod flow;
+
+pub use flow::{run, CheckError, CheckOptions};
 
 /// Calls the human timeline holds back before the first critical verdict.
 pub const LOOKBACK: usize = 1024;
@@ -42,6 +47,17 @@ pub struct Summary {
     pub terminate_at: Option<usize>,
     /// Non-ok verdicts per detector.
     pub detectors: BTreeMap<&'static str, usize>,
+    /// Calls settled without their result, still waiting for it
+    /// [`DEFAULT_MAX_OPEN`] calls later (set by [`run`]; not in the JSON
+    /// summary line).
+    ///
+    /// [`DEFAULT_MAX_OPEN`]: deloop_core::loops::replay::DEFAULT_MAX_OPEN
+    #[serde(skip)]
+    pub forgotten_calls: usize,
+    /// Late results of those calls, ignored (set by [`run`]; not in the
+    /// JSON summary line).
+    #[serde(skip)]
+    pub ignored_results: usize,
 }
 
 impl Summary {
@@ -56,6 +72,8 @@ impl Summary {
             first_critical: None,
             terminate_at: None,
             detectors: BTreeMap::new(),
+            forgotten_calls: 0,
+            ignored_results: 0,
         }
     }
 

@@ -42,6 +42,7 @@ pub mod outcome;
 pub mod profile;
 pub mod replay;
 pub mod strict;
+pub mod transcript;
 
 pub use config::{Adjustment, ConfigError, Detectors, LoopConfig, Settings};
 pub use guard::Guard;
