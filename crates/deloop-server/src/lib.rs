@@ -50,6 +50,10 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The router with every route and layer.
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
+        .route("/v1/clamp", post(routes::guards::clamp_text))
+        .route("/v1/rescue", post(routes::guards::rescue))
+        .route("/v1/repair", post(routes::guards::repair))
+        .route("/v1/check", post(routes::guards::check))
         .route("/v1/sessions/{session}/calls", post(routes::sessions::call))
         .route(
             "/v1/sessions/{session}/results",

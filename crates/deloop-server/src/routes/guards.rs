@@ -1,0 +1,276 @@
+//! The guards as endpoints. Each answers the same JSON value as the
+//! command line's `--json` for the same input and options.
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use deloop_core::repetition::{clamp, ClampConfig};
+use deloop_core::rescue::{repair_with, rescue_with, RescueError, RescueOptions};
+use deloop_render::check::{CheckError, CheckOptions};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiJson, ApiQuery};
+use crate::state::AppState;
+
+/// `POST /v1/clamp` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClampRequest {
+    /// The text to guard.
+    pub text: String,
+    /// Guard settings: the CLI config file's `[words]`, `[substring]` and
+    /// `[healthy]` tables, plus `seed_compat`. Absent: the server's defaults.
+    pub config: Option<ClampRequestConfig>,
+}
+
+/// Per-request guard settings. Unknown keys are refused when the tables
+/// are read as a `ClampConfig` (serde cannot deny them beside `flatten`).
+#[derive(Debug, Deserialize)]
+pub struct ClampRequestConfig {
+    /// The seed's exact rules (like `deloop clamp --seed-compat`).
+    #[serde(default)]
+    pub seed_compat: bool,
+    /// `[words]`, `[substring]`, `[healthy]` as in `deloop clamp --config`.
+    #[serde(flatten)]
+    pub tables: serde_json::Map<String, Value>,
+}
+
+fn clamp_config(state: &AppState, c: Option<ClampRequestConfig>) -> Result<ClampConfig, ApiError> {
+    let Some(c) = c else {
+        return Ok(state.clamp_config().clone());
+    };
+    if c.seed_compat && !c.tables.is_empty() {
+        return Err(ApiError::bad_request(
+            "config.seed_compat and config tables both set the guard rules; use one of them",
+        ));
+    }
+    if c.seed_compat {
+        return Ok(ClampConfig::seed_compat());
+    }
+    serde_json::from_value(Value::Object(c.tables)).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid field `config`: {e} (keys are listed in docs/repetition.md)"
+        ))
+    })
+}
+
+/// `POST /v1/clamp`: cuts periodic loops out of `text`.
+pub async fn clamp_text(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ClampRequest>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(clamp_value(&state, req).await?).into_response())
+}
+
+/// The `deloop clamp --json` value for a request (HTTP and MCP).
+pub async fn clamp_value(state: &AppState, req: ClampRequest) -> Result<Value, ApiError> {
+    let config = clamp_config(state, req.config)?;
+    let text = req.text;
+    let out = tokio::task::spawn_blocking(move || clamp(&text, &config))
+        .await
+        .map_err(|e| ApiError::internal(format!("clamp task failed: {e}")))?;
+    if let Some(r) = out.report() {
+        let saved = r.removed_bytes as u64;
+        state
+            .metrics()
+            .loop_cut("clamp", &format!("{:?}", r.detector), saved);
+    }
+    Ok(deloop_render::clamp::json_value(&out))
+}
+
+/// `POST /v1/rescue` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RescueRequest {
+    /// The model's reply.
+    pub text: String,
+    /// The key whose value to rescue.
+    pub key: String,
+}
+
+fn is_bad_input(e: &RescueError) -> bool {
+    matches!(
+        e,
+        RescueError::TooLarge { .. } | RescueError::TooDeep { .. }
+    )
+}
+
+/// `POST /v1/rescue`: the value of `key` in broken JSON model output. A
+/// rescue that finds nothing is a 200 with `"ok": false`.
+pub async fn rescue(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<RescueRequest>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(rescue_value(&state, req).await?).into_response())
+}
+
+/// The `deloop rescue --json` value for a request (HTTP and MCP).
+pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value, ApiError> {
+    let opts = RescueOptions {
+        max_input_bytes: state.settings().max_body_bytes,
+        ..RescueOptions::default()
+    };
+    let out = tokio::task::spawn_blocking(move || rescue_with(&req.text, &req.key, &opts))
+        .await
+        .map_err(|e| ApiError::internal(format!("rescue task failed: {e}")))?;
+    match out {
+        Ok(r) => Ok(deloop_render::rescue::report_value(
+            Some(&r.value),
+            &r.repairs,
+            None,
+        )),
+        Err(e) if is_bad_input(&e) => Err(ApiError::unprocessable(e.to_string())),
+        Err(e) => Ok(deloop_render::rescue::report_value(
+            None,
+            &[],
+            Some(&e.to_string()),
+        )),
+    }
+}
+
+/// `POST /v1/repair` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepairRequest {
+    /// The model's reply.
+    pub text: String,
+}
+
+/// `POST /v1/repair`: one valid JSON document from broken model output;
+/// 422 when the text holds no JSON at all.
+pub async fn repair(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<RepairRequest>,
+) -> Result<Response, ApiError> {
+    Ok(axum::Json(repair_value(&state, req).await?).into_response())
+}
+
+/// The `deloop repair --json` value for a request (HTTP and MCP).
+pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value, ApiError> {
+    let opts = RescueOptions {
+        max_input_bytes: state.settings().max_body_bytes,
+        ..RescueOptions::default()
+    };
+    let out = tokio::task::spawn_blocking(move || repair_with(&req.text, &opts))
+        .await
+        .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?;
+    match out {
+        Ok(r) => Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs)),
+        Err(e) if is_bad_input(&e) => Err(ApiError::unprocessable(e.to_string())),
+        Err(e) => Err(ApiError::unprocessable(format!(
+            "{e}: the text holds no JSON value to repair"
+        ))),
+    }
+}
+
+/// `POST /v1/check` query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckQuery {
+    /// `auto` (default), `events`, `openai` or `anthropic`.
+    pub format: Option<String>,
+    /// `default`, `openclaw` or `strict` (default: the server's profile).
+    pub profile: Option<String>,
+}
+
+/// `POST /v1/check`: replays a whole transcript (the body) and streams
+/// back the JSON lines of `deloop check --json`, summary included. A
+/// malformed line found after streaming began ends the stream with
+/// `{"error": {"line": N, "message": "..."}}`.
+pub async fn check(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<CheckQuery>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the transcript is larger than the server's limit (server.max_body_bytes)",
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read the transcript: {}", r.body_text()))
+        }
+    })?;
+    let format = match q.format.as_deref() {
+        None => deloop_core::loops::transcript::TranscriptFormat::Auto,
+        Some(f) => f.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "query parameter `format`: {f:?} is not one of auto, events, openai, anthropic"
+            ))
+        })?,
+    };
+    let profile = match q.profile.as_deref() {
+        None => state.guard().profile,
+        Some(p) => p.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "query parameter `profile`: {p:?} is not one of default, openclaw, strict"
+            ))
+        })?,
+    };
+    let options = CheckOptions {
+        format,
+        profile,
+        config: Some(state.guard().config.clone()),
+        json: true,
+        lossy: false,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let idle = state.settings().stream_idle_timeout();
+    tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(8192),
+        };
+        let res = deloop_render::check::run(std::io::Cursor::new(body), &options, &mut out);
+        let _ = std::io::Write::flush(&mut out);
+        if let Err(e) = res {
+            let (line, message) = match e {
+                CheckError::Input { line, message } => (line, message),
+                other => (None, other.to_string()),
+            };
+            let mut l = serde_json::to_vec(&serde_json::json!({
+                "error": {"line": line, "message": message}
+            }))
+            .unwrap_or_default();
+            l.push(b'\n');
+            let _ = tx.blocking_send(Ok(Bytes::from(l)));
+        }
+    });
+    let stream =
+        crate::streams::idle_timeout(tokio_stream::wrappers::ReceiverStream::new(rx), idle);
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+/// Sends what `deloop check` writes to the response body, in chunks.
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 8192 {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away")
+        })
+    }
+}
