@@ -3,7 +3,9 @@
 //! configuration take effect.
 
 use deloop_core::loops::replay::{Event, Replay};
-use deloop_core::loops::{Detector, Guard, Level, LoopConfig, Profile, Verdict};
+use deloop_core::loops::{
+    Detector, Guard, Level, LoopConfig, Outcome, OutcomeBody, Profile, ToolCall, Verdict,
+};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -551,6 +553,121 @@ fn strict_user_turn_restarts_the_chain() {
 }
 
 // ---------- scoping, memory, hostile input ----------
+
+/// Two runs of one agent, interleaved call by call, each repeating the same
+/// call with the same result.
+fn interleaved_runs(profile: Profile, calls: usize) -> Vec<Verdict> {
+    let mut r = Replay::new(Guard::new(profile, LoopConfig::default()));
+    for i in 0..calls {
+        let id = format!("c{i}");
+        let run = if i % 2 == 0 { "r1" } else { "r2" };
+        r.push(Event::Call {
+            id: Some(id.clone()),
+            tool: "read".into(),
+            args: json!({"path": run}),
+            run: Some(run.into()),
+            agent: None,
+        })
+        .unwrap();
+        r.push(Event::result(id, text("same"))).unwrap();
+    }
+    r.into_verdicts().into_iter().map(|c| c.verdict).collect()
+}
+
+#[test]
+fn openclaw_shares_one_window_per_agent_and_filters_it_by_run() {
+    // OpenClaw keeps one window of 30 records per session: two interleaved
+    // runs hold 15 each, so neither loop ever reaches the critical count 20.
+    let v = interleaved_runs(Profile::OpenClaw, 200);
+    assert_never_critical("openclaw, two interleaved looping runs", &v);
+    let counts: Vec<Option<u32>> = v.iter().map(|x| x.count).collect();
+    assert_eq!(counts.iter().flatten().max(), Some(&15));
+    // r1's 11th call (index 20) is the first to see 10 of its own records.
+    assert_eq!(v.iter().position(|x| x.level == Level::Warning), Some(20));
+    // deloop's default keeps a window per run: both loops are blocked.
+    let v = interleaved_runs(Profile::Default, 200);
+    let first = first_critical(&v).expect("default blocks the interleaved loops");
+    assert!(first <= 20, "default blocks at {first}");
+    assert!(v[first + 1].is_critical(), "both runs are blocked");
+}
+
+/// Ten calls of `read a` whose results arrive only after 30 other calls
+/// pushed them out of the window, then `read a` again.
+fn late_results(profile: Profile, name_the_call: bool) -> Vec<Verdict> {
+    let mut g = Guard::new(profile, LoopConfig::default());
+    let a = json!({"path": "a"});
+    let result = text("same");
+    let ids: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
+    let mut verdicts = Vec::new();
+    for id in &ids {
+        verdicts.push(g.on_call(&ToolCall::new("read", &a).id(id)));
+    }
+    for i in 0..30 {
+        let args = json!({"path": format!("other{i}")});
+        let id = format!("o{i}");
+        verdicts.push(g.on_call(&ToolCall::new("read", &args).id(&id)));
+        g.on_outcome(&Outcome::new(OutcomeBody::Result(&result)).id(&id));
+    }
+    for id in &ids {
+        let mut outcome = Outcome::new(OutcomeBody::Result(&result)).id(id);
+        if name_the_call {
+            outcome = outcome.call("read", &a);
+        }
+        assert!(g.on_outcome(&outcome).is_none());
+    }
+    verdicts.push(g.on_call(&ToolCall::new("read", &a).id("again")));
+    verdicts
+}
+
+#[test]
+fn an_outcome_whose_call_left_the_window_is_recorded_as_a_call_in_openclaw() {
+    // OpenClaw: the ten late outcomes come back as ten records of `read a`,
+    // so the next `read a` is the 10th identical call in the window.
+    let v = late_results(Profile::OpenClaw, true);
+    let last = v.last().unwrap();
+    assert_eq!(
+        (last.level, last.detector, last.count),
+        (Level::Warning, Some(Detector::GenericRepeat), Some(10))
+    );
+    // An outcome that does not name its call cannot be recorded.
+    assert_eq!(
+        late_results(Profile::OpenClaw, false).last().unwrap().level,
+        Level::Ok
+    );
+    // deloop's profiles ignore them: those calls were counted while they
+    // were in the window.
+    for profile in [Profile::Default, Profile::Strict] {
+        for named in [true, false] {
+            let v = late_results(profile, named);
+            assert_eq!(v.last().unwrap().level, Level::Ok, "{profile}");
+        }
+    }
+}
+
+#[test]
+fn late_results_in_a_transcript_are_recorded_as_calls() {
+    // The same through a replay: results name their call by id, and the
+    // replay knows which call that is.
+    let mut r = Replay::new(Guard::new(Profile::OpenClaw, LoopConfig::default()));
+    for i in 0..10 {
+        r.push(Event::call(format!("a{i}"), "read", json!({"path": "a"})))
+            .unwrap();
+    }
+    for i in 0..30 {
+        r.push(Event::call(format!("o{i}"), "read", json!({"path": i})))
+            .unwrap();
+        r.push(Event::result(format!("o{i}"), text("x"))).unwrap();
+    }
+    for i in 0..10 {
+        r.push(Event::result(format!("a{i}"), text("same")))
+            .unwrap();
+    }
+    r.push(Event::call("again", "read", json!({"path": "a"})))
+        .unwrap();
+    let v = r.into_verdicts();
+    let last = &v.last().unwrap().verdict;
+    assert_eq!((last.level, last.count), (Level::Warning, Some(10)));
+}
 
 #[test]
 fn scopes_are_capped_lru() {

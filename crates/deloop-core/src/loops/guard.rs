@@ -1,24 +1,36 @@
 //! The engine: events in, verdicts out.
 //!
 //! State is kept per scope (agent × run id, trimmed; calls without a run id
-//! form their own scope). Each scope keeps its last `historySize` calls; at
-//! most `maxScopes` scopes are kept, the least recently used is evicted.
+//! form their own scope): the post-compaction window, the critical count,
+//! the user-turn mark. Call history depends on the profile:
+//! * `default` and `strict`: each scope keeps its own last `historySize`
+//!   calls, so a busy run never pushes a quiet run's history out;
+//! * `openclaw`: as OpenClaw does, each agent (session) keeps ONE window of
+//!   its last `historySize` records, and a run id only filters which records
+//!   of that window count for a call.
+//!
+//! At most `maxScopes` scopes (and, for `openclaw`, `maxScopes` sessions) are
+//! kept; the least recently used is evicted.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::config::{LoopConfig, Settings};
 use super::detectors::compaction::Window;
-use super::detectors::{decide, Current, Done, Finding, Record, Rules, State};
+use super::detectors::{decide, Current, Done, Finding, Record, Rules, State, View};
 use super::hashing::{call_digest, digest_str, normalize_tool_name, Canon, Digest};
-use super::outcome::{classify_call, OutcomeHasher, PlainHash};
+use super::outcome::{classify_call, CallKind, OutcomeHasher, PlainHash};
 use super::strict::{
     default_procedure, describe, fingerprint_prefix, ArgEquivalence, Procedure, SearchEquivalence,
 };
 use super::{Detector, Level, Outcome, Profile, Scope, ToolCall, Verdict};
+use serde_json::Value;
 
 /// Distinct tool names remembered by a guard (the cache is cleared when full).
 const TOOL_NAME_CACHE: usize = 1024;
+
+/// Distinct run names remembered by a guard (the cache is cleared when full).
+const RUN_NAME_CACHE: usize = 1024;
 
 /// A small, fast, non-cryptographic hasher for the scope map (keys are
 /// agent and run names chosen by the caller; the map is capped anyway).
@@ -50,11 +62,31 @@ pub(crate) type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 #[derive(Debug)]
 struct ScopeState {
     agent: Box<str>,
+    /// The scope's own history (`default`, `strict`; empty for `openclaw`).
     history: VecDeque<Record>,
     window: Window,
     criticals: u32,
     turn_seq: u64,
     last_used: u64,
+}
+
+/// One agent's shared window (`openclaw`): records of every run, each
+/// tagged with its run id.
+#[derive(Debug, Default)]
+struct Session {
+    history: VecDeque<Record>,
+    last_used: u64,
+}
+
+/// What the guard computed about a call, kept by a [`super::replay::Replay`]
+/// so that the call's outcome can be recorded without its arguments (and
+/// pushed as a record of its own when the call has left the window).
+#[derive(Debug, Clone)]
+pub(crate) struct CallKey {
+    tool: Arc<str>,
+    call: Digest,
+    kind: CallKind,
+    procedure: Digest,
 }
 
 /// The loop guard. See the [module docs](super) for an example.
@@ -65,9 +97,15 @@ pub struct Guard {
     hasher: OutcomeHasher,
     equivalence: Box<dyn ArgEquivalence>,
     scopes: HashMap<String, ScopeState, FastBuild>,
+    /// Per-agent shared windows (`openclaw` only).
+    sessions: HashMap<Box<str>, Session, FastBuild>,
     /// Tool names as written → normalised (bounded; cleared when full), so
     /// recording a call does not allocate its tool name.
     tool_names: HashMap<Box<str>, Arc<str>, FastBuild>,
+    /// Run names (bounded; cleared when full: records compare by content).
+    run_names: HashMap<Box<str>, Arc<str>, FastBuild>,
+    /// Positions of the records in view for the call being judged.
+    view: Vec<usize>,
     key_buf: String,
     tick: u64,
     seq: u64,
@@ -108,7 +146,10 @@ impl Guard {
             hasher: OutcomeHasher::new(),
             equivalence: Box::new(SearchEquivalence),
             scopes: HashMap::default(),
+            sessions: HashMap::default(),
             tool_names: HashMap::default(),
+            run_names: HashMap::default(),
+            view: Vec::new(),
             key_buf: String::new(),
             tick: 0,
             seq: 0,
@@ -139,6 +180,12 @@ impl Guard {
     /// Forgets all state.
     pub fn reset(&mut self) {
         self.scopes.clear();
+        self.sessions.clear();
+    }
+
+    /// One window per agent, filtered by run (OpenClaw), or one per scope.
+    fn shared_window(&self) -> bool {
+        self.profile == Profile::OpenClaw
     }
 
     fn rules(&self) -> Rules {
@@ -159,13 +206,23 @@ impl Guard {
     /// Judges a call before it executes, then records it (a critical call
     /// is recorded as vetoed: its outcome will be ignored).
     pub fn on_call(&mut self, call: &ToolCall<'_>) -> Verdict {
+        self.judge(call).0
+    }
+
+    /// [`Guard::on_call`], also returning what the guard computed about the
+    /// call (`None` when detection is off for its agent).
+    pub(crate) fn judge(&mut self, call: &ToolCall<'_>) -> (Verdict, Option<CallKey>) {
         let rules = self.rules();
         let strict = self.profile == Profile::Strict;
+        let shared = self.shared_window();
         let Guard {
             config,
             equivalence,
             scopes,
+            sessions,
             tool_names,
+            run_names,
+            view,
             key_buf,
             tick,
             seq,
@@ -173,19 +230,9 @@ impl Guard {
         } = self;
         let settings = config.settings_for(call.agent_id.map(str::trim));
         if settings.disabled() {
-            return Verdict::ok();
+            return (Verdict::ok(), None);
         }
-        let tool_arc = match tool_names.get(call.tool) {
-            Some(t) => t.clone(),
-            None => {
-                if tool_names.len() >= TOOL_NAME_CACHE {
-                    tool_names.clear();
-                }
-                let t: Arc<str> = Arc::from(normalize_tool_name(call.tool));
-                tool_names.insert(Box::from(call.tool), t.clone());
-                t
-            }
-        };
+        let tool_arc = intern(tool_names, call.tool, TOOL_NAME_CACHE, normalize_tool_name);
         let tool: &str = &tool_arc;
         let digest = call_digest(tool, call.args);
         let kind = classify_call(
@@ -195,6 +242,7 @@ impl Guard {
             &settings.poll_actions,
         );
         let agent = agent_name(call.agent_id);
+        let run = run_name(call.run_id);
         let (procedure, fp_prefix) = if strict {
             let p = equivalence
                 .procedure(tool, call.args)
@@ -207,20 +255,31 @@ impl Guard {
             (digest, None)
         };
         let max_scopes = config.max_scopes();
-        let scope = scope_mut(
-            scopes,
-            key_buf,
-            tick,
-            max_scopes,
-            agent,
-            run_name(call.run_id),
-        );
+        let scope = scope_mut(scopes, key_buf, tick, max_scopes, agent, run);
+        let history = if shared {
+            &mut session_mut(sessions, tick, max_scopes, agent).history
+        } else {
+            &mut scope.history
+        };
+        view.clear();
+        if shared {
+            view.extend(
+                history
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.run.as_deref() == run)
+                    .map(|(i, _)| i),
+            );
+        } else {
+            view.extend(0..history.len());
+        }
+        let in_view = View::new(history, view);
         let cur = Current {
             tool,
             call: digest,
             kind,
         };
-        let finding = decide(&scope.history, cur, settings, rules);
+        let finding = decide(in_view, cur, settings, rules);
         let mut verdict = match finding {
             Some(f) => {
                 let prefix = match &fp_prefix {
@@ -245,12 +304,9 @@ impl Guard {
             None => Verdict::ok(),
         };
         if strict && verdict.level != Level::Critical {
-            if let Some(v) = protocol_precheck(
-                &scope.history,
-                procedure,
-                scope.turn_seq,
-                fp_prefix.as_deref(),
-            ) {
+            if let Some(v) =
+                protocol_precheck(in_view, procedure, scope.turn_seq, fp_prefix.as_deref())
+            {
                 verdict = v;
             }
         }
@@ -264,8 +320,9 @@ impl Guard {
             }
         }
         *seq += 1;
-        scope.history.push_back(Record {
+        history.push_back(Record {
             tool: tool_arc.clone(),
+            run: run.map(|r| intern(run_names, r, RUN_NAME_CACHE, str::to_string)),
             call: digest,
             procedure,
             call_id: call.call_id.map(Box::from),
@@ -278,90 +335,226 @@ impl Guard {
             seq: *seq,
             fp_prefix,
         });
-        while scope.history.len() > settings.history_size {
-            scope.history.pop_front();
+        while history.len() > settings.history_size {
+            history.pop_front();
         }
-        verdict
+        let key = CallKey {
+            tool: tool_arc,
+            call: digest,
+            kind,
+            procedure,
+        };
+        (verdict, Some(key))
     }
 
     /// Records a call's outcome. Returns a verdict when the outcome itself
     /// ends the run (the post-compaction guard, or the strict protocol);
     /// that verdict belongs to the call this outcome answers.
     ///
-    /// An outcome that matches no waiting call in its scope (unknown id,
-    /// a vetoed call's result, a call already trimmed from history) is
-    /// ignored.
+    /// The outcome attaches to a call of its scope still waiting for one:
+    /// in `default`/`strict` the oldest with the same id (no id: the oldest),
+    /// in `openclaw` the newest with the same id (no id: any), as OpenClaw
+    /// does; when the outcome names its call ([`Outcome::call`]), the call's
+    /// tool and arguments must match too. An outcome that finds no such call
+    /// (it left the window, or was never seen) is recorded as a call of its
+    /// own with that outcome, as OpenClaw's `recordToolCallOutcome` does —
+    /// when it names its call; otherwise it is ignored. The outcome of a
+    /// vetoed call is ignored either way.
     pub fn on_outcome(&mut self, outcome: &Outcome<'_>) -> Option<Verdict> {
-        let plain = self.plain_hash();
+        let key = match (outcome.tool, outcome.args) {
+            (Some(tool), Some(args)) => self.call_key(tool, args, outcome.agent_id),
+            _ => None,
+        };
+        self.record_outcome(outcome, key.as_ref())
+    }
+
+    /// The key [`Guard::judge`] computes, for an outcome that names its call.
+    fn call_key(&mut self, tool: &str, args: &Value, agent: Option<&str>) -> Option<CallKey> {
         let strict = self.profile == Profile::Strict;
-        let settings: &Settings = self.config.settings_for(outcome.agent_id.map(str::trim));
+        let settings = self.config.settings_for(agent.map(str::trim));
         if settings.disabled() {
             return None;
         }
-        let agent = agent_name(outcome.agent_id);
-        scope_key(&mut self.key_buf, agent, run_name(outcome.run_id));
-        let scope = self.scopes.get_mut(self.key_buf.as_str())?;
-        self.tick += 1;
-        scope.last_used = self.tick;
-        let idx = scope.history.iter().position(|r| {
-            r.state == State::Pending
-                && match outcome.call_id {
-                    Some(id) => r.call_id.as_deref() == Some(id),
-                    None => true,
-                }
-        })?;
-        let rec = &scope.history[idx];
-        let user = settings.normalisers_for(&rec.tool);
-        let info = self
-            .hasher
-            .hash(&rec.tool, rec.kind, outcome.body, plain, &user);
-        let rec = &mut scope.history[idx];
-        if info.veto {
-            rec.state = State::Veto;
+        let tool = intern(
+            &mut self.tool_names,
+            tool,
+            TOOL_NAME_CACHE,
+            normalize_tool_name,
+        );
+        let kind = classify_call(&tool, args, &settings.poll_tools, &settings.poll_actions);
+        let call = call_digest(&tool, args);
+        let procedure = if strict {
+            let p = self
+                .equivalence
+                .procedure(&tool, args)
+                .unwrap_or_else(|| default_procedure(&tool, args));
+            digest_str(&p.key, Canon::Args)
+        } else {
+            call
+        };
+        Some(CallKey {
+            tool,
+            call,
+            kind,
+            procedure,
+        })
+    }
+
+    /// [`Guard::on_outcome`] with the call's key already known (`None`:
+    /// the outcome does not name its call).
+    pub(crate) fn record_outcome(
+        &mut self,
+        outcome: &Outcome<'_>,
+        key: Option<&CallKey>,
+    ) -> Option<Verdict> {
+        let plain = self.plain_hash();
+        let strict = self.profile == Profile::Strict;
+        let shared = self.shared_window();
+        let Guard {
+            config,
+            hasher,
+            scopes,
+            sessions,
+            run_names,
+            key_buf,
+            tick,
+            seq,
+            ..
+        } = self;
+        let settings: &Settings = config.settings_for(outcome.agent_id.map(str::trim));
+        if settings.disabled() {
             return None;
         }
-        let hash = info.hash?;
-        rec.state = State::Done(Done {
-            hash,
-            no_progress: info.no_progress,
-            error: info.error,
-            failure: info.failure_identity,
-            unknown: info.unknown_tool.map(String::into_boxed_str),
-        });
-        let rec = &scope.history[idx];
-        let prefix = |rec: &Record| {
-            rec.fp_prefix
+        let max_scopes = config.max_scopes();
+        let agent = agent_name(outcome.agent_id);
+        let run = run_name(outcome.run_id);
+        let id = outcome.call_id.filter(|i| !shared || !i.is_empty());
+        let matches = |r: &Record| {
+            r.state == State::Pending
+                && id.is_none_or(|i| r.call_id.as_deref() == Some(i))
+                && key.is_none_or(|k| r.call == k.call)
+        };
+        // Find the waiting call: the scope's own history, or the agent's
+        // shared window filtered by run.
+        let (history, idx) = if shared {
+            let session = match key {
+                Some(_) => session_mut(sessions, tick, max_scopes, agent),
+                None => {
+                    let s = sessions.get_mut(agent)?;
+                    *tick += 1;
+                    s.last_used = *tick;
+                    s
+                }
+            };
+            let idx = session
+                .history
+                .iter()
+                .rposition(|r| r.run.as_deref() == run && matches(r));
+            (&mut session.history, idx)
+        } else {
+            // deloop's profiles ignore an outcome that finds no waiting call:
+            // its call was counted while it was in the window, and a record
+            // out of call order would break the streak and cycle rules.
+            scope_key(key_buf, agent, run);
+            let scope = scopes.get_mut(key_buf.as_str())?;
+            *tick += 1;
+            scope.last_used = *tick;
+            let idx = Some(scope.history.iter().position(matches)?);
+            (&mut scope.history, idx)
+        };
+        let (tool, kind) = match (idx, key) {
+            (Some(i), _) => (history[i].tool.clone(), history[i].kind),
+            (None, Some(k)) => (k.tool.clone(), k.kind),
+            (None, None) => return None,
+        };
+        let user = settings.normalisers_for(&tool);
+        let info = hasher.hash(&tool, kind, outcome.body, plain, &user);
+        let state = if info.veto {
+            State::Veto
+        } else {
+            State::Done(Done {
+                hash: info.hash?,
+                no_progress: info.no_progress,
+                error: info.error,
+                failure: info.failure_identity,
+                unknown: info.unknown_tool.map(String::into_boxed_str),
+            })
+        };
+        let hash = match &state {
+            State::Done(d) => Some(d.hash),
+            _ => None,
+        };
+        let (idx, orphan) = match (idx, key) {
+            (Some(i), _) => {
+                history[i].state = state;
+                (i, false)
+            }
+            (None, Some(k)) => {
+                *seq += 1;
+                history.push_back(Record {
+                    tool: k.tool.clone(),
+                    run: run.map(|r| intern(run_names, r, RUN_NAME_CACHE, str::to_string)),
+                    call: k.call,
+                    procedure: k.procedure,
+                    call_id: outcome.call_id.map(Box::from),
+                    kind: k.kind,
+                    state,
+                    seq: *seq,
+                    fp_prefix: None,
+                });
+                while history.len() > settings.history_size {
+                    history.pop_front();
+                }
+                (history.len() - 1, true)
+            }
+            (None, None) => return None,
+        };
+        let hash = hash?;
+        let rec = &history[idx];
+        let (call, procedure, rec_seq) = (rec.call, rec.procedure, rec.seq);
+        let prev = if strict && !orphan && idx > 0 {
+            let p = &history[idx - 1];
+            Some((p.procedure, p.seq, p.result()))
+        } else {
+            None
+        };
+        let fp_prefix = rec.fp_prefix.clone();
+        // The post-compaction guard and the critical count live in the
+        // call's (agent, run) scope.
+        scope_key(key_buf, agent, run);
+        let scope = scopes.get_mut(key_buf.as_str())?;
+        let prefix = || {
+            fp_prefix
                 .as_deref()
                 .map(str::to_string)
-                .unwrap_or_else(|| format!("AGENT::{}::{}::-", scope.agent, rec.tool))
+                .unwrap_or_else(|| format!("AGENT::{}::{}::-", scope.agent, tool))
         };
         if scope.window.armed() {
-            if let Some(n) = scope.window.observe(rec.call, hash) {
+            if let Some(n) = scope.window.observe(call, hash) {
+                let fingerprint = Some(format!("{}::{}", prefix(), hash.short(12)));
                 scope.criticals += 1;
                 let v = Verdict {
                     level: Level::Critical,
                     detector: Some(Detector::CompactionLoopPersisted),
                     count: Some(n),
                     message: format!(
-                        "CRITICAL: compaction_loop_persisted: `{}` repeated the identical call and result {n} times right after a compaction; the run is aborted.",
-                        rec.tool
+                        "CRITICAL: compaction_loop_persisted: `{tool}` repeated the identical call and result {n} times right after a compaction; the run is aborted."
                     ),
-                    fingerprint: Some(format!("{}::{}", prefix(rec), hash.short(12))),
-                    key: Some(format!("compaction:{}:{}", rec.tool, rec.call.short(16))),
+                    fingerprint,
+                    key: Some(format!("compaction:{}:{}", tool, call.short(16))),
                     terminate_run: true,
                 };
                 return Some(v);
             }
         }
-        if strict && idx > 0 {
-            let prev = &scope.history[idx - 1];
-            if prev.procedure == rec.procedure
-                && prev.seq >= scope.turn_seq
-                && rec.seq >= scope.turn_seq
-                && prev.result() == Some(hash)
+        if let Some((p_procedure, p_seq, p_result)) = prev {
+            if p_procedure == procedure
+                && p_seq >= scope.turn_seq
+                && rec_seq >= scope.turn_seq
+                && p_result == Some(hash)
             {
+                let fp = format!("{}::{}", prefix(), hash.short(12));
                 scope.criticals += 1;
-                let fp = format!("{}::{}", prefix(rec), hash.short(12));
                 return Some(Verdict {
                     level: Level::Critical,
                     detector: Some(Detector::AntiLoopProtocol),
@@ -370,7 +563,7 @@ impl Guard {
                         "CRITICAL: the same procedure returned the same result twice in a row; terminate and ask for help. Loop fingerprint: {fp}"
                     ),
                     fingerprint: Some(fp),
-                    key: Some(format!("protocol:{}", rec.procedure.short(16))),
+                    key: Some(format!("protocol:{}", procedure.short(16))),
                     terminate_run: true,
                 });
             }
@@ -411,6 +604,51 @@ impl Guard {
             st.turn_seq = self.seq + 1;
         }
     }
+}
+
+/// `map[name]`, made by `make` and remembered (the map is cleared when it
+/// holds `cap` names).
+fn intern(
+    map: &mut HashMap<Box<str>, Arc<str>, FastBuild>,
+    name: &str,
+    cap: usize,
+    make: impl FnOnce(&str) -> String,
+) -> Arc<str> {
+    if let Some(a) = map.get(name) {
+        return a.clone();
+    }
+    if map.len() >= cap {
+        map.clear();
+    }
+    let a: Arc<str> = Arc::from(make(name));
+    map.insert(Box::from(name), a.clone());
+    a
+}
+
+/// The agent's shared window (`openclaw`), created on first use; the least
+/// recently used session is evicted beyond `max_sessions`.
+fn session_mut<'a>(
+    sessions: &'a mut HashMap<Box<str>, Session, FastBuild>,
+    tick: &mut u64,
+    max_sessions: usize,
+    agent: &str,
+) -> &'a mut Session {
+    *tick += 1;
+    if !sessions.contains_key(agent) {
+        if sessions.len() >= max_sessions.max(1) {
+            if let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+            {
+                sessions.remove(&oldest);
+            }
+        }
+        sessions.insert(Box::from(agent), Session::default());
+    }
+    let s = sessions.get_mut(agent).expect("session inserted above");
+    s.last_used = *tick;
+    s
 }
 
 fn scope_mut<'a>(
@@ -472,7 +710,7 @@ fn to_verdict(f: Finding, prefix: &str) -> Verdict {
 /// procedure and was blocked, or it and the call before it are the same
 /// procedure with the same result.
 fn protocol_precheck(
-    history: &VecDeque<Record>,
+    history: View<'_>,
     procedure: Digest,
     turn_seq: u64,
     prefix: Option<&str>,
@@ -485,7 +723,7 @@ fn protocol_precheck(
     let result = match &last.state {
         State::Veto => None,
         State::Done(d) => {
-            let prev = history.get(n.checked_sub(2)?)?;
+            let prev = history.get(n.checked_sub(2)?);
             if prev.procedure != procedure || prev.seq < turn_seq || prev.result() != Some(d.hash) {
                 return None;
             }
@@ -511,4 +749,86 @@ fn protocol_precheck(
         key: Some(format!("protocol:{}", procedure.short(16))),
         terminate_run: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::OutcomeBody;
+    use serde_json::json;
+
+    fn states(g: &Guard) -> Vec<&'static str> {
+        let history = if g.shared_window() {
+            &g.sessions.values().next().unwrap().history
+        } else {
+            &g.scopes.values().next().unwrap().history
+        };
+        history
+            .iter()
+            .map(|r| match r.state {
+                State::Pending => "pending",
+                State::Veto => "veto",
+                State::Done(_) => "done",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_outcome_naming_its_call_never_attaches_to_another_call_with_the_same_id() {
+        let (a, b, x) = (json!({"p": "a"}), json!({"p": "b"}), json!({"p": "x"}));
+        let r = json!("r");
+        for profile in Profile::ALL {
+            let (config, _) = LoopConfig::from_json5("{ historySize: 2 }").unwrap();
+            let mut g = Guard::new(profile, config);
+            g.on_call(&ToolCall::new("read", &a).id("c1"));
+            for id in ["x1", "x2"] {
+                g.on_call(&ToolCall::new("read", &x).id(id));
+                g.on_outcome(&Outcome::new(OutcomeBody::Result(&r)).id(id));
+            }
+            // `a` has left the window; `b` reuses its id.
+            g.on_call(&ToolCall::new("read", &b).id("c1"));
+            g.on_outcome(
+                &Outcome::new(OutcomeBody::Result(&r))
+                    .id("c1")
+                    .call("read", &a),
+            );
+            if profile == Profile::OpenClaw {
+                // OpenClaw records `a`'s outcome as a call of its own.
+                assert_eq!(states(&g), ["pending", "done"], "{profile}");
+                assert_eq!(
+                    g.sessions.values().next().unwrap().history[1].call,
+                    call_digest("read", &a)
+                );
+            } else {
+                assert_eq!(states(&g), ["done", "pending"], "{profile}");
+            }
+            // Without naming its call, the outcome goes by id alone.
+            g.on_outcome(&Outcome::new(OutcomeBody::Result(&r)).id("c1"));
+            assert!(!states(&g).contains(&"pending"), "{profile}");
+        }
+    }
+
+    #[test]
+    fn openclaw_filters_one_window_per_agent_by_run() {
+        let args = json!({});
+        let mut g = Guard::new(Profile::OpenClaw, LoopConfig::default());
+        for i in 0..40 {
+            let run = ["r1", " r2 ", "r2"][i % 3];
+            g.on_call(&ToolCall::new("read", &args).run(run).agent("w"));
+        }
+        assert_eq!(g.sessions.len(), 1);
+        let history = &g.sessions.get("w").unwrap().history;
+        assert_eq!(history.len(), 30);
+        // Run ids are trimmed: " r2 " and "r2" are one run.
+        assert_eq!(
+            history
+                .iter()
+                .filter(|r| r.run.as_deref() == Some("r2"))
+                .count(),
+            20
+        );
+        // Every (agent, run) scope still has its own compaction window.
+        assert_eq!(g.scope_count(), 2);
+        assert!(g.scopes.values().all(|s| s.history.is_empty()));
+    }
 }

@@ -115,6 +115,10 @@ pub struct Outcome<'a> {
     pub run_id: Option<&'a str>,
     /// The agent id of the call.
     pub agent_id: Option<&'a str>,
+    /// The call's tool (with [`Outcome::args`]; see [`Outcome::call`]).
+    pub tool: Option<&'a str>,
+    /// The call's arguments (with [`Outcome::tool`]).
+    pub args: Option<&'a Value>,
     /// A JSON result or an error text.
     pub body: OutcomeBody<'a>,
 }
@@ -126,8 +130,22 @@ impl<'a> Outcome<'a> {
             call_id: None,
             run_id: None,
             agent_id: None,
+            tool: None,
+            args: None,
             body,
         }
+    }
+
+    /// Names the call this outcome answers (its tool and arguments, as
+    /// given to [`Guard::on_call`]). The outcome then attaches only to a
+    /// waiting call with the same tool and arguments, and when no such call
+    /// is in the window any more (or it was never seen), it is recorded as
+    /// a call of its own with this outcome, as OpenClaw does. Without it the
+    /// outcome attaches by id alone and is ignored when nothing matches.
+    pub fn call(mut self, tool: &'a str, args: &'a Value) -> Self {
+        self.tool = Some(tool);
+        self.args = Some(args);
+        self
     }
 
     /// Sets the call id.

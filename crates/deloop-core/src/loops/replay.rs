@@ -6,7 +6,10 @@
 //! * a critical call counts as blocked: its own result is ignored and a
 //!   veto is recorded in its place;
 //! * a result attaches to the oldest earlier call with the same id that has
-//!   no result yet (a call that never gets a result stays pending);
+//!   no result yet (a call that never gets a result stays pending), and is
+//!   given to the guard with that call's tool and arguments (see
+//!   [`super::Outcome::call`]): a result whose call has left the window is
+//!   recorded as a call of its own, as OpenClaw does;
 //! * an outcome that ends the run (post-compaction guard, strict protocol)
 //!   replaces the verdict of the call it answers.
 //!
@@ -48,7 +51,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::guard::FastBuild;
+use super::guard::{CallKey, FastBuild};
 use super::{Guard, Outcome, OutcomeBody, Scope, ToolCall, Verdict};
 
 /// One transcript event.
@@ -152,6 +155,8 @@ struct Slot {
     id: Option<Box<str>>,
     run: Option<Arc<str>>,
     agent: Option<Arc<str>>,
+    /// The call's tool and argument digest, so its outcome names its call.
+    key: Option<CallKey>,
     blocked: bool,
     answered: bool,
     forgotten: bool,
@@ -368,7 +373,7 @@ impl Replay {
     /// Feeds a call (borrowed; same as [`Event::Call`]). Returns its index.
     pub fn push_call(&mut self, call: &ToolCall<'_>) -> usize {
         let index = self.base + self.slots.len();
-        let verdict = self.guard.on_call(call);
+        let (verdict, key) = self.guard.judge(call);
         let blocked = verdict.is_critical();
         if let Some(id) = call.call_id {
             self.waiting.entry(id_hash(id)).or_default().push(index);
@@ -380,6 +385,7 @@ impl Replay {
             id: call.call_id.map(Box::from),
             run,
             agent,
+            key,
             blocked,
             answered: false,
             forgotten: false,
@@ -516,7 +522,7 @@ impl Replay {
         outcome.call_id = id;
         outcome.run_id = slot.run.as_deref();
         outcome.agent_id = slot.agent.as_deref();
-        if let Some(v) = self.guard.on_outcome(&outcome) {
+        if let Some(v) = self.guard.record_outcome(&outcome, slot.key.as_ref()) {
             let cv = &mut self.verdicts[i];
             cv.verdict = v;
             cv.from_outcome = true;

@@ -3,16 +3,14 @@
 //! writes). Every call in the tail must belong to a variant seen at least
 //! three times, and the call being judged must continue one of them.
 
-use std::collections::VecDeque;
-
-use super::{Current, Finding, Record, State};
+use super::{Current, Finding, Record, State, View};
 use crate::loops::config::Settings;
 use crate::loops::hashing::Digest;
 use crate::loops::{Detector, Level};
 
 const MIN_CALLS_PER_VARIANT: u32 = 3;
 
-pub(crate) fn measure(history: &VecDeque<Record>, cur: Current<'_>) -> (u32, usize) {
+pub(crate) fn measure(history: View<'_>, cur: Current<'_>) -> (u32, usize) {
     // (args digest, result digest, count); a tool rarely has many variants.
     let mut variants: Vec<(Digest, Digest, u32)> = Vec::new();
     for r in history.iter().rev() {
@@ -50,11 +48,7 @@ pub(crate) fn measure(history: &VecDeque<Record>, cur: Current<'_>) -> (u32, usi
     }
 }
 
-pub(crate) fn detect(
-    history: &VecDeque<Record>,
-    cur: Current<'_>,
-    s: &Settings,
-) -> Option<Finding> {
+pub(crate) fn detect(history: View<'_>, cur: Current<'_>, s: &Settings) -> Option<Finding> {
     let (count, variants) = measure(history, cur);
     if count < s.warning_threshold {
         return None;

@@ -17,9 +17,7 @@
 //! 10th, an 8-cycle on its 25th. A cycle whose results change on any lap is
 //! progress and never fires. Polls are left to `known_poll_no_progress`.
 
-use std::collections::VecDeque;
-
-use super::{hx, Current, Finding, Record, State};
+use super::{hx, Current, Finding, Record, State, View};
 use crate::loops::config::Settings;
 use crate::loops::{Detector, Level};
 
@@ -35,16 +33,16 @@ fn same_outcome(a: &Record, b: &Record) -> bool {
 
 /// Length of the periodic tail for period `k` (0 when the current call does
 /// not continue it).
-pub(crate) fn tail(history: &VecDeque<Record>, cur: Current<'_>, k: usize) -> usize {
+pub(crate) fn tail(history: View<'_>, cur: Current<'_>, k: usize) -> usize {
     let n = history.len();
-    if k == 0 || k > n || history[n - k].call != cur.call {
+    if k == 0 || k > n || history.get(n - k).call != cur.call {
         return 0;
     }
     let mut r = 0;
     let mut j = n;
     while j > k {
-        let a = &history[j - 1];
-        let b = &history[j - 1 - k];
+        let a = history.get(j - 1);
+        let b = history.get(j - 1 - k);
         if a.call != b.call || !same_outcome(a, b) {
             break;
         }
@@ -54,11 +52,7 @@ pub(crate) fn tail(history: &VecDeque<Record>, cur: Current<'_>, k: usize) -> us
     r
 }
 
-pub(crate) fn detect(
-    history: &VecDeque<Record>,
-    cur: Current<'_>,
-    s: &Settings,
-) -> Option<Finding> {
+pub(crate) fn detect(history: View<'_>, cur: Current<'_>, s: &Settings) -> Option<Finding> {
     let t = s.streak_threshold as usize;
     let half = t.div_ceil(2);
     let mut warning: Option<(usize, usize)> = None;
@@ -77,13 +71,7 @@ pub(crate) fn detect(
     warning.map(|(k, r)| finding(Level::Warning, history, cur, k, r))
 }
 
-fn finding(
-    level: Level,
-    history: &VecDeque<Record>,
-    cur: Current<'_>,
-    k: usize,
-    r: usize,
-) -> Finding {
+fn finding(level: Level, history: View<'_>, cur: Current<'_>, k: usize, r: usize) -> Finding {
     let count = (r + k) as u32;
     let latest = history
         .iter()

@@ -1,10 +1,8 @@
 //! `generic_repeat`: identical calls (warning by how often the call occurs
 //! in history) and identical no-progress outcomes (critical by streak).
 
-use std::collections::VecDeque;
-
 use super::no_progress::Streak;
-use super::{hx, Current, Finding, Record};
+use super::{hx, Current, Finding, Record, View};
 use crate::loops::config::Settings;
 use crate::loops::{Detector, Level};
 
@@ -28,15 +26,11 @@ pub(crate) fn critical(cur: Current<'_>, s: &Streak) -> Finding {
 }
 
 /// Number of records of this exact call in the history.
-pub(crate) fn recent_count(history: &VecDeque<Record>, cur: Current<'_>) -> u32 {
+pub(crate) fn recent_count(history: View<'_>, cur: Current<'_>) -> u32 {
     history.iter().filter(|r| r.call == cur.call).count() as u32
 }
 
-pub(crate) fn warning(
-    history: &VecDeque<Record>,
-    cur: Current<'_>,
-    s: &Settings,
-) -> Option<Finding> {
+pub(crate) fn warning(history: View<'_>, cur: Current<'_>, s: &Settings) -> Option<Finding> {
     let n = recent_count(history, cur);
     if n < s.warning_threshold {
         return None;

@@ -57,6 +57,8 @@ pub(crate) struct Done {
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
     pub tool: std::sync::Arc<str>,
+    /// The run id (trimmed), which filters a shared window (`openclaw`).
+    pub run: Option<std::sync::Arc<str>>,
     pub call: Digest,
     /// The strict-protocol procedure digest (equivalent arguments collapse).
     pub procedure: Digest,
@@ -78,6 +80,46 @@ impl Record {
 
     pub(crate) fn result(&self) -> Option<Digest> {
         self.done().map(|d| d.hash)
+    }
+}
+
+/// The records of a history that count for the call being judged: all of
+/// them (a window of its own per scope), or those of its run (OpenClaw's
+/// one window per session, filtered by run id). `idx` lists positions in
+/// `records`, oldest first.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View<'a> {
+    records: &'a VecDeque<Record>,
+    idx: &'a [usize],
+}
+
+impl<'a> View<'a> {
+    /// A view of `records` at positions `idx` (oldest first).
+    pub(crate) fn new(records: &'a VecDeque<Record>, idx: &'a [usize]) -> Self {
+        View { records, idx }
+    }
+
+    /// Number of records in view.
+    pub(crate) fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// The `i`-th record in view, oldest first (panics out of range).
+    pub(crate) fn get(&self, i: usize) -> &'a Record {
+        &self.records[self.idx[i]]
+    }
+
+    /// The newest record in view.
+    pub(crate) fn back(&self) -> Option<&'a Record> {
+        self.idx.last().map(|&i| &self.records[i])
+    }
+
+    /// The records in view, oldest first.
+    pub(crate) fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = &'a Record> + ExactSizeIterator + Clone + 'a {
+        let records = self.records;
+        self.idx.iter().map(move |&i| &records[i])
     }
 }
 
@@ -112,7 +154,7 @@ pub(crate) struct Rules {
 
 /// Runs the decision table over a scope's history.
 pub(crate) fn decide(
-    history: &VecDeque<Record>,
+    history: View<'_>,
     cur: Current<'_>,
     s: &Settings,
     rules: Rules,
@@ -135,7 +177,7 @@ pub(crate) fn decide(
 }
 
 fn openclaw_table(
-    history: &VecDeque<Record>,
+    history: View<'_>,
     cur: Current<'_>,
     s: &Settings,
     rules: Rules,

@@ -5,9 +5,7 @@
 //! Vetoes count once an older concrete outcome anchors them, so a block is
 //! sticky: a vetoed call extends the streak instead of resetting it.
 
-use std::collections::VecDeque;
-
-use super::{hx, Current, Finding, Record, State};
+use super::{hx, Current, Finding, Record, State, View};
 use crate::loops::hashing::Digest;
 use crate::loops::{Detector, Level};
 
@@ -19,7 +17,7 @@ pub(crate) struct Streak {
 }
 
 /// The longer of the same-call streak and (for `exec`) the terminal-failure streak.
-pub(crate) fn streak(history: &VecDeque<Record>, tool: &str, call: Digest) -> Streak {
+pub(crate) fn streak(history: View<'_>, tool: &str, call: Digest) -> Streak {
     let same = count(history, tool, call, false);
     if tool != "exec" {
         return same;
@@ -32,7 +30,7 @@ pub(crate) fn streak(history: &VecDeque<Record>, tool: &str, call: Digest) -> St
     }
 }
 
-fn count(history: &VecDeque<Record>, tool: &str, call: Digest, failures_only: bool) -> Streak {
+fn count(history: View<'_>, tool: &str, call: Digest, failures_only: bool) -> Streak {
     let mut streak = 0u32;
     let mut latest: Option<&Record> = None;
     let mut crossed = false;

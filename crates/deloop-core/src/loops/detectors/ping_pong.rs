@@ -2,9 +2,7 @@
 //! the call being judged continues the alternation. Critical only with
 //! stable results on both sides (every A identical, every B identical).
 
-use std::collections::VecDeque;
-
-use super::{hx, Current, Finding, Record, State};
+use super::{hx, Current, Finding, Record, State, View};
 use crate::loops::config::Settings;
 use crate::loops::hashing::Digest;
 use crate::loops::{Detector, Level};
@@ -17,11 +15,7 @@ pub(crate) struct PingPong {
     pub evidence: bool,
 }
 
-pub(crate) fn measure(
-    history: &VecDeque<Record>,
-    current: Digest,
-    sticky: bool,
-) -> Option<PingPong> {
+pub(crate) fn measure(history: View<'_>, current: Digest, sticky: bool) -> Option<PingPong> {
     let last = history.back()?;
     let a = last.call;
     let other = history.iter().rev().skip(1).find(|r| r.call != a)?.call;
@@ -73,7 +67,7 @@ pub(crate) fn measure(
 }
 
 pub(crate) fn detect(
-    history: &VecDeque<Record>,
+    history: View<'_>,
     cur: Current<'_>,
     s: &Settings,
     sticky: bool,

@@ -1,16 +1,14 @@
 //! `unknown_tool_repeat`: the latest outcomes of this tool were errors naming
 //! the same unavailable tool, whatever the arguments.
 
-use std::collections::VecDeque;
-
-use super::{Current, Finding, Record, State};
+use super::{Current, Finding, Record, State, View};
 use crate::loops::config::Settings;
 use crate::loops::{Detector, Level};
 
 /// `sticky`: a veto of the same tool extends the streak (deloop); OpenClaw's
 /// veto breaks it, so the call after a block is allowed again.
 pub(crate) fn detect(
-    history: &VecDeque<Record>,
+    history: View<'_>,
     cur: Current<'_>,
     s: &Settings,
     sticky: bool,
