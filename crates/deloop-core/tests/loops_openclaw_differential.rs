@@ -732,7 +732,10 @@ fn openclaw_profile_agrees_with_openclaw_on_random_scenarios() {
                 !require_real(),
                 "{why}; CI=true or DELOOP_REQUIRE_REAL=1 needs the OpenClaw differential test: run `bash scripts/setup-openclaw.sh`"
             );
-            println!(
+            // Straight to stderr, past the test harness's capture, so the
+            // line shows in a plain `cargo test` run.
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "skipped loops_openclaw_differential: {why}; to run it: bash scripts/setup-openclaw.sh"
             );
             return;
