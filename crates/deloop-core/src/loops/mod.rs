@@ -142,6 +142,28 @@ impl<'a> Outcome<'a> {
     /// is in the window any more (or it was never seen), it is recorded as
     /// a call of its own with this outcome, as OpenClaw does. Without it the
     /// outcome attaches by id alone and is ignored when nothing matches.
+    ///
+    /// ```
+    /// use deloop_core::loops::{Guard, Level, LoopConfig, Outcome, OutcomeBody, Profile, ToolCall};
+    /// use serde_json::json;
+    ///
+    /// let mut guard = Guard::new(Profile::OpenClaw, LoopConfig::default());
+    /// let (args, result) = (json!({"path": "/a"}), json!("same"));
+    /// // Ten calls whose results come back only after 30 other calls.
+    /// for i in 0..10 {
+    ///     guard.on_call(&ToolCall::new("read", &args).id(&format!("a{i}")));
+    /// }
+    /// for i in 0..30 {
+    ///     guard.on_call(&ToolCall::new("read", &json!({"path": i})));
+    /// }
+    /// for i in 0..10 {
+    ///     let id = format!("a{i}");
+    ///     guard.on_outcome(&Outcome::new(OutcomeBody::Result(&result)).id(&id).call("read", &args));
+    /// }
+    /// // The ten late outcomes were recorded as calls: ten identical calls in view.
+    /// let verdict = guard.on_call(&ToolCall::new("read", &args));
+    /// assert_eq!((verdict.level, verdict.count), (Level::Warning, Some(10)));
+    /// ```
     pub fn call(mut self, tool: &'a str, args: &'a Value) -> Self {
         self.tool = Some(tool);
         self.args = Some(args);
