@@ -1,8 +1,11 @@
 //! Property tests: the linear-time guards agree with slow, obviously
 //! correct references of the seed's rules, and the streaming watcher agrees
-//! with the batch guard on every prefix, for any chunking.
+//! with the batch guard on every prefix, for any chunking, and so does the
+//! guarded stream built on it.
 
-use deloop_core::repetition::{clamp, clamp_substring, clamp_words, ClampConfig, StreamWatcher};
+use deloop_core::repetition::{
+    clamp, clamp_substring, clamp_words, ClampConfig, GuardedCut, GuardedStream, StreamWatcher,
+};
 use proptest::prelude::*;
 
 /// The seed's `(.{2,12}?)\1{9,}` on Unicode scalar values, by brute force:
@@ -199,5 +202,141 @@ proptest! {
     ) {
         let text = format!("{filler} {}{tail}", format!("{} ", words.join(" ")).repeat(copies));
         check_stream(&ClampConfig::default(), &text, &sizes, true);
+    }
+}
+
+/// Feeds `text` to a [`GuardedStream`] in chunks of the given byte sizes
+/// (chunks split UTF-8 sequences), as bytes or, when every chunk boundary
+/// is a character boundary, as text deltas. Returns what was forwarded,
+/// the cut, and how many bytes were fed.
+fn guarded_all(
+    config: &ClampConfig,
+    text: &str,
+    sizes: &[usize],
+    exact: bool,
+    as_text: bool,
+) -> (Vec<u8>, Option<GuardedCut>, usize) {
+    let mut g = GuardedStream::new(config.clone()).exact(exact);
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut off, mut i) = (0, 0);
+    while off < bytes.len() {
+        let mut end = (off + sizes[i % sizes.len()].max(1)).min(bytes.len());
+        i += 1;
+        let step = if as_text {
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            g.push(&text[off..end])
+        } else {
+            g.push_bytes(&bytes[off..end]).expect("valid UTF-8")
+        };
+        off = end;
+        out.extend_from_slice(step.bytes);
+        if let Some(cut) = step.cut {
+            return (out, Some(cut.clone()), off);
+        }
+    }
+    let step = g.finish().expect("valid UTF-8");
+    out.extend_from_slice(step.bytes);
+    (out, step.cut.cloned(), off)
+}
+
+/// The rules the streaming tests above state, for the guarded stream:
+/// the cut is the watcher's (the batch guard's verdict on the prefix where
+/// it fired); exact mode forwards exactly the batch output before the
+/// marker; default mode forwards everything it received up to the cut's
+/// step; `apply_to` gives the guarded text; `saved_chars` counts what the
+/// cut discarded.
+fn check_guarded(config: &ClampConfig, text: &str, sizes: &[usize], exact: bool, as_text: bool) {
+    let (out, cut, fed) = guarded_all(config, text, sizes, exact, as_text);
+    let watcher_cut = feed_all(config, text, sizes);
+    match cut {
+        Some(cut) => {
+            let keep = cut.cut.keep_bytes;
+            let d = cut.cut.detected_at;
+            let batch = clamp(&text[..d], config);
+            assert_eq!(batch.report(), Some(&cut.cut.report));
+            assert_eq!(cut.detector, cut.cut.report.detector);
+            assert_eq!(cut.start, cut.cut.report.start);
+            // A byte chunk may end inside a character: it counts as one.
+            let rest = &text.as_bytes()[keep..fed];
+            assert_eq!(
+                cut.saved_chars,
+                String::from_utf8_lossy(rest).chars().count()
+            );
+            if exact {
+                assert_eq!(out, &text.as_bytes()[..keep]);
+                assert_eq!(cut.late_bytes(), 0);
+            } else {
+                assert_eq!(out, &text.as_bytes()[..keep.max(cut.forwarded_before)]);
+            }
+            // Valid up to the cut (a byte chunk may end inside a character
+            // after it).
+            let mut guarded = String::from_utf8_lossy(&out).into_owned();
+            cut.apply_to(&mut guarded);
+            assert_eq!(
+                guarded,
+                format!("{}{}", &text[..keep], cut.cut.replacement_tail)
+            );
+            // The watcher finds the same cut whatever the chunking.
+            assert_eq!(watcher_cut.as_ref(), Some(&cut.cut));
+        }
+        None => {
+            assert_eq!(out, text.as_bytes());
+            assert!(!clamp(text, config).is_clamped());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn guarded_stream_follows_the_batch_guard(
+        text in text_strategy(),
+        sizes in prop::collection::vec(1..9usize, 1..6),
+        exact: bool,
+        as_text: bool,
+    ) {
+        check_guarded(&ClampConfig::default(), &text, &sizes, exact, as_text);
+    }
+
+    #[test]
+    fn guarded_stream_lossy_forwards_invalid_bytes_unchanged(
+        text in text_strategy(),
+        junk in prop::collection::vec(prop::sample::select(vec![0x80u8, 0xff, 0xc3, 0xe2]), 0..4),
+        at in 0..64usize,
+        sizes in prop::collection::vec(1..9usize, 1..6),
+    ) {
+        let mut bytes = text.into_bytes();
+        let at = at.min(bytes.len());
+        bytes.splice(at..at, junk);
+        let mut g = GuardedStream::new(ClampConfig::default()).lossy(true);
+        let mut w = StreamWatcher::new(ClampConfig::default());
+        let mut out = Vec::new();
+        let (mut off, mut i) = (0, 0);
+        let mut cut = None;
+        while off < bytes.len() && cut.is_none() {
+            let end = (off + sizes[i % sizes.len()]).min(bytes.len());
+            i += 1;
+            let step = g.push_bytes(&bytes[off..end]).expect("lossy never fails");
+            out.extend_from_slice(step.bytes);
+            cut = step.cut.cloned();
+            let theirs = w.feed(&bytes[off..end]);
+            prop_assert_eq!(cut.as_ref().map(|c| &c.cut), theirs.as_ref());
+            off = end;
+        }
+        if cut.is_none() {
+            let step = g.finish().expect("lossy never fails");
+            out.extend_from_slice(step.bytes);
+            cut = step.cut.cloned();
+            let theirs = w.finish();
+            prop_assert_eq!(cut.as_ref().map(|c| &c.cut), theirs.as_ref());
+        }
+        match cut {
+            Some(c) => prop_assert_eq!(&out[..], &bytes[..c.cut.keep_bytes.max(c.forwarded_before)]),
+            None => prop_assert_eq!(out, bytes),
+        }
     }
 }

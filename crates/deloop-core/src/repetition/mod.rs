@@ -8,7 +8,9 @@
 //!   `clampSubstringRepetition`): a unit of 2–12 characters repeated at
 //!   least 10 times back to back.
 //!
-//! [`StreamWatcher`] runs the same engines on a stream, chunk by chunk.
+//! [`StreamWatcher`] runs the same engines on a stream, chunk by chunk;
+//! [`GuardedStream`] wraps it with what a caller forwarding the stream
+//! needs (what may be passed on now, exact mode, the cut and what it saved).
 //! [`ClampConfig::default`] is deloop's guard with false-positive
 //! protections; [`ClampConfig::seed_compat`] is the seed's exact behaviour.
 //!
@@ -23,6 +25,7 @@
 mod config;
 mod engine;
 mod fold;
+mod guarded;
 mod healthy;
 mod near;
 mod prefilter;
@@ -37,6 +40,7 @@ pub use config::{
     ClampAdjustment, ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig,
     DEFAULT_CONNECTORS,
 };
+pub use guarded::{Forward, GuardedCut, GuardedStream, InvalidUtf8};
 
 use serde::Serialize;
 

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use deloop_core::repetition::{clamp, ClampConfig, StreamCut, StreamWatcher};
+use deloop_core::repetition::{clamp, ClampConfig, Forward, GuardedStream, InvalidUtf8};
 use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
@@ -158,47 +158,17 @@ fn load_config(path: &Path) -> anyhow::Result<ClampConfig> {
     })
 }
 
-/// Checks UTF-8 across chunk boundaries.
-#[derive(Default)]
-struct Utf8Check {
-    pending: Vec<u8>,
-    offset: usize,
-}
-
-impl Utf8Check {
-    /// `Err(offset)` of the first invalid byte in the stream.
-    fn feed(&mut self, chunk: &[u8]) -> Result<(), usize> {
-        let mut data = std::mem::take(&mut self.pending);
-        let base = self.offset - data.len();
-        data.extend_from_slice(chunk);
-        self.offset += chunk.len();
-        match std::str::from_utf8(&data) {
-            Ok(_) => Ok(()),
-            Err(e) if e.error_len().is_none() => {
-                self.pending = data[e.valid_up_to()..].to_vec();
-                Ok(())
-            }
-            Err(e) => Err(base + e.valid_up_to()),
-        }
-    }
-
-    fn finish(&self) -> Result<(), usize> {
-        if self.pending.is_empty() {
-            Ok(())
-        } else {
-            Err(self.offset - self.pending.len())
-        }
-    }
-}
-
-fn not_utf8(offset: usize) -> anyhow::Error {
+fn not_utf8(e: InvalidUtf8) -> anyhow::Error {
     BadInput(format!(
-        "input is not valid UTF-8 (first invalid byte at offset {offset}); \
-         fix the encoding or pass --lossy to let invalid bytes through"
+        "input is not valid UTF-8 (first invalid byte at offset {}); \
+         fix the encoding or pass --lossy to let invalid bytes through",
+        e.offset
     ))
     .into()
 }
 
+/// `--stream`: the input copied through a [`GuardedStream`], flushed per
+/// chunk, up to the cut and its marker.
 fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
     let mut reader: Box<dyn Read> = match args.file.as_deref() {
         None => Box::new(std::io::stdin().lock()),
@@ -208,12 +178,10 @@ fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
         ),
     };
     let mut stdout = std::io::stdout().lock();
-    let mut watcher = StreamWatcher::new(config);
-    let mut utf8 = Utf8Check::default();
+    let mut stream = GuardedStream::new(config)
+        .exact(args.exact)
+        .lossy(args.lossy);
     let mut buf = vec![0u8; 8192];
-    let mut written = 0usize;
-    // With --exact: bytes read but not yet written (from offset `written`).
-    let mut held: Vec<u8> = Vec::new();
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
@@ -221,77 +189,32 @@ fn run_stream(args: &Args, config: ClampConfig) -> anyhow::Result<Exit> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(anyhow::Error::new(e).context("reading the stream")),
         };
-        let chunk = &buf[..n];
-        if !args.lossy {
-            utf8.feed(chunk).map_err(not_utf8)?;
+        let step = stream.push_bytes(&buf[..n]).map_err(not_utf8)?;
+        if let Some(exit) = forward(&mut stdout, &step)? {
+            return Ok(exit);
         }
-        if args.exact {
-            held.extend_from_slice(chunk);
-            if let Some(cut) = watcher.feed(chunk) {
-                return finish_cut(&mut stdout, &held, written, &cut);
-            }
-            let settled = watcher.settled().max(written);
-            let take = settled - written;
-            if take > 0 {
-                stdout.write_all(&held[..take])?;
-                stdout.flush()?;
-                held.drain(..take);
-                written = settled;
-            }
-            continue;
-        }
-        if let Some(cut) = watcher.feed(chunk) {
-            return finish_cut(&mut stdout, chunk, written, &cut);
-        }
-        stdout.write_all(chunk)?;
-        stdout.flush()?;
-        written += n;
     }
-    if !args.lossy {
-        utf8.finish().map_err(not_utf8)?;
-    }
-    if let Some(cut) = watcher.finish() {
-        return finish_cut(&mut stdout, &held, written, &cut);
-    }
-    stdout.write_all(&held)?;
-    stdout.flush()?;
-    Ok(Exit::Ok)
+    let step = stream.finish().map_err(not_utf8)?;
+    Ok(forward(&mut stdout, &step)?.unwrap_or(Exit::Ok))
 }
 
-/// Writes the part of the unwritten bytes (`chunk`, from offset
-/// `written`) before the cut, the marker, and the note on stderr.
-fn finish_cut(
-    out: &mut impl Write,
-    chunk: &[u8],
-    written: usize,
-    cut: &StreamCut,
-) -> anyhow::Result<Exit> {
-    if cut.keep_bytes > written {
-        let take = (cut.keep_bytes - written).min(chunk.len());
-        out.write_all(&chunk[..take])?;
+/// Writes what the stream lets through; at the cut, the marker and the
+/// note on stderr (`Some(exit)`: stop).
+fn forward(out: &mut impl Write, step: &Forward<'_>) -> anyhow::Result<Option<Exit>> {
+    if !step.bytes.is_empty() {
+        out.write_all(step.bytes)?;
     }
-    out.write_all(render::clamp::stream_tail(cut).as_bytes())?;
+    let Some(cut) = step.cut else {
+        if !step.bytes.is_empty() {
+            out.flush()?;
+        }
+        return Ok(None);
+    };
+    out.write_all(render::clamp::stream_tail(&cut.cut).as_bytes())?;
     out.flush()?;
-    eprint!("{}", render::clamp::stream_note(cut, written));
-    Ok(Exit::LoopFound)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utf8_check_across_chunks() {
-        let mut c = Utf8Check::default();
-        assert!(c.feed(b"ab\xe2").is_ok());
-        assert!(c.feed(b"\x82").is_ok());
-        assert!(c.feed(b"\xacz").is_ok());
-        assert!(c.finish().is_ok());
-        let mut c = Utf8Check::default();
-        assert!(c.feed(b"abc").is_ok());
-        assert_eq!(c.feed(b"d\xffe"), Err(4));
-        let mut c = Utf8Check::default();
-        assert!(c.feed(b"ab\xe2\x82").is_ok());
-        assert_eq!(c.finish(), Err(2));
-    }
+    eprint!(
+        "{}",
+        render::clamp::stream_note(&cut.cut, cut.forwarded_before)
+    );
+    Ok(Some(Exit::LoopFound))
 }
