@@ -35,6 +35,30 @@
 //! never does), so a stream and a batch run on the same prefix agree.
 //! Work is O(1) per character plus a banded edit distance per segment
 //! (at most `SEG_TOKENS · 5` steps); memory is fixed.
+//!
+//! # The fast path, and why it reaches the same verdicts
+//!
+//! [`Near::push`] (one character at a time) is the reference.
+//! [`Near::feed`] takes two kinds of bytes without the per-character
+//! step: ASCII white space other than a newline (the same code as the
+//! step's white-space branch), and runs of *plain* bytes ([`Near::plain_run`]:
+//! ASCII, not white space, not a digit, not a backslash) inside a line and
+//! a segment already open, in a token whose marker shape is already
+//! "anything else" (or that starts with this run), while the run of
+//! non-white-space stays under [`CHAIN_START`] characters. On such bytes
+//! the step can change only: the token's keys ([`Key`] packs case-folded
+//! ASCII bytes eight to a word, so a word and its bytes one by one give
+//! the same key; the masked key equals the raw one until the first digit,
+//! and plain bytes hold none), its letter count, marker shape and last
+//! character, the line's preview, and the run of non-white-space, which
+//! below [`CHAIN_START`] characters only stores its characters. Those are
+//! written to the ring lazily ([`Near::materialize`]: before any
+//! per-character step, and at the end of every `feed`, so a stream split
+//! anywhere sees the same ring); white space drops them unread. No rule
+//! completes on a plain byte, so the verdict, where it fires and
+//! [`Near::settled`] are the reference's: the property test
+//! `fast_path_equals_the_reference` checks all three on long random texts
+//! in random chunkings.
 
 use super::healthy::{is_cjk, Lines, Src};
 use super::substring::Candidate;
