@@ -62,6 +62,7 @@
 
 use super::healthy::{is_cjk, Lines, Src};
 use super::substring::Candidate;
+use super::swar;
 use super::{ClampConfig, Detector};
 
 /// Tokens of a segment kept for the edit distance (longer segments are
@@ -87,9 +88,71 @@ const LINE_RING: usize = 128;
 /// Bytes of a segment kept for the report's preview.
 const PREVIEW: usize = 64;
 
+/// The eight bytes of `bytes` from `i` as a little-endian word; bytes past
+/// the end read as spaces (which end a token).
+#[inline(always)]
+fn load8(bytes: &[u8], i: usize) -> u64 {
+    match bytes.get(i..i + 8) {
+        Some(w) => u64::from_le_bytes(w.try_into().unwrap_or([b' '; 8])),
+        None => {
+            let mut w = [b' '; 8];
+            let tail = bytes.get(i..).unwrap_or_default();
+            w[..tail.len()].copy_from_slice(tail);
+            u64::from_le_bytes(w)
+        }
+    }
+}
+
 #[inline]
 fn mix(h: u64, x: u64) -> u64 {
     (h.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// A token's key under construction: the case-folded characters, ASCII
+/// ones packed eight to a 64-bit word, any other character mixed on its
+/// own. Pushing a run of ASCII bytes one at a time or as one word gives
+/// the same key (a unit test checks it), so the per-character path and
+/// the word-at-a-time path of [`Near::feed`] agree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Key {
+    h: u64,
+    buf: u64,
+    n: u32,
+}
+
+impl Key {
+    /// A case-folded character (its code point).
+    #[inline]
+    fn push(&mut self, l: u32) {
+        if l < 0x80 {
+            self.push_word(u64::from(l), 1);
+        } else {
+            let tagged = self.buf | (0x80 | u64::from(self.n)) << 56;
+            self.h = mix(mix(self.h, tagged), u64::from(l));
+            self.buf = 0;
+            self.n = 0;
+        }
+    }
+
+    /// `k` (1..=8) ASCII bytes in the low bytes of `w`, the rest zero.
+    #[inline]
+    fn push_word(&mut self, w: u64, k: u32) {
+        let n = self.n;
+        let all = self.buf | w << (8 * n);
+        if n + k >= 8 {
+            self.h = mix(self.h, all);
+            self.buf = if n == 0 { 0 } else { w >> (8 * (8 - n)) };
+            self.n = n + k - 8;
+        } else {
+            self.buf = all;
+            self.n = n + k;
+        }
+    }
+
+    #[inline]
+    fn value(&self) -> u64 {
+        mix(self.h, self.buf | (0x40 | u64::from(self.n)) << 56)
+    }
 }
 
 /// A finished token.
@@ -108,8 +171,10 @@ struct Tok {
 struct Build {
     active: bool,
     start: usize,
-    raw: u64,
-    masked: u64,
+    raw: Key,
+    /// The key with every digit run masked; equal to `raw` until the
+    /// first digit (`digits`), and updated only from then on.
+    masked: Key,
     in_digits: bool,
     letters: u32,
     digits: bool,
@@ -184,11 +249,21 @@ pub(crate) struct Near {
     toks: Vec<Tok>,
     ntok: usize,
     mask_runs: [usize; MASK_W],
+    /// Periods (bit p - 1) whose run is going on (`mask_runs` > 0).
+    mask_active: u32,
+    /// The low bytes of the last eight masked keys, the latest lowest.
+    mask_tags: u64,
     last_word_tok: Option<usize>,
     last_digit_tok: Option<usize>,
     // Long units: the current non-white-space run.
     chain_chars: Vec<(u32, usize)>,
     chain_len: usize,
+    /// Characters `lazy_k..chain_len` of the run, at byte offsets from
+    /// `lazy_from` on, were counted but not yet written to `chain_chars`
+    /// (see [`Near::materialize`]).
+    lazy: bool,
+    lazy_from: usize,
+    lazy_k: usize,
     chain_roll: u64,
     chain_pow: u64,
     chain_table: Vec<(u32, u32)>,
@@ -226,10 +301,15 @@ impl Near {
             toks: vec![Tok::default(); TOK_RING],
             ntok: 0,
             mask_runs: [0; MASK_W],
+            mask_active: 0,
+            mask_tags: 0,
             last_word_tok: None,
             last_digit_tok: None,
             chain_chars: vec![(0, 0); CHAIN_RING],
             chain_len: 0,
+            lazy: false,
+            lazy_from: 0,
+            lazy_k: 0,
             chain_roll: 0,
             chain_pow: pow,
             chain_table: vec![(0, 0); CHAIN_TABLE],
@@ -253,11 +333,26 @@ impl Near {
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
-            if b.is_ascii_alphabetic() && self.letter_is_plain() {
-                self.plain_letter(b, base + i);
-                i += 1;
-                continue;
+            if self.pending_bs.is_none() && b < 0x80 {
+                if matches!(b, b' ' | b'\t' | 0x0b | 0x0c | b'\r') {
+                    // `step` for white space other than a newline.
+                    self.space = true;
+                    self.chain_reset();
+                    self.space_char(base + i);
+                    i += 1;
+                    if self.best.is_some() {
+                        return Some(i);
+                    }
+                    continue;
+                }
+                let m = self.plain_run(bytes, i);
+                if m > 0 {
+                    self.plain_bytes(bytes, base, i, m);
+                    i += m;
+                    continue;
+                }
             }
+            self.materialize(bytes, base);
             let c = s[i..].chars().next().unwrap_or('\u{FFFD}');
             let len = c.len_utf8();
             self.step(c, base + i, len, Src { bytes, base });
@@ -266,38 +361,101 @@ impl Near {
             }
             i += len;
         }
+        self.materialize(bytes, base);
         self.lines.advance(bytes, base, base + bytes.len());
         None
     }
 
-    /// An ASCII letter inside a token, with nothing else going on (no
-    /// escape pending, the run of non-white-space too short for long
-    /// units): only the token's hashes, its preview and the run change.
+    /// How many bytes from `i` the word-at-a-time path may take: plain
+    /// token bytes (ASCII, not white space, not a digit, not a
+    /// backslash) inside a line and a segment already open, in a token
+    /// that is not a list marker in the making, while the run of
+    /// non-white-space stays shorter than [`CHAIN_START`] characters.
     #[inline]
-    fn letter_is_plain(&self) -> bool {
-        self.build.active
-            && self.pending_bs.is_none()
-            && self.chain_len + 1 < CHAIN_START
-            && self.chain_d == 0
+    fn plain_run(&self, bytes: &[u8], i: usize) -> usize {
+        if !self.line_active || !self.seg_active {
+            return 0;
+        }
+        if self.build.active && self.build.marker != 2 {
+            return 0;
+        }
+        let max = (CHAIN_START - 1).saturating_sub(self.chain_len);
+        let mut m = 0;
+        while m < max {
+            let x = load8(bytes, i + m);
+            let special = swar::stop(x) | swar::digit(x) | swar::zero(x ^ swar::rep(b'\\'));
+            if special != 0 {
+                m += (special.trailing_zeros() / 8) as usize;
+                break;
+            }
+            m += 8;
+        }
+        m.min(max)
     }
 
-    /// [`Near::step`] for a letter when [`Near::letter_is_plain`] holds.
-    #[inline]
-    fn plain_letter(&mut self, b: u8, pos: usize) {
-        let l = u64::from(b.to_ascii_lowercase());
-        let t = &mut self.build;
-        t.raw = mix(t.raw, l);
-        t.masked = mix(t.masked, l);
-        t.in_digits = false;
-        t.letters += 1;
-        t.marker = 2;
-        t.last_stop = false;
-        if self.line.preview.len() + 1 < PREVIEW {
-            self.line.preview.push(char::from(b));
+    /// [`Near::step`] for `m` plain bytes at `i` (see [`Near::plain_run`]):
+    /// the token's keys take them eight at a time; its letter count,
+    /// marker shape and last character, the line's preview and the run
+    /// of non-white-space change as they would one character at a time.
+    fn plain_bytes(&mut self, bytes: &[u8], base: usize, i: usize, m: usize) {
+        let pos = base + i;
+        let space = std::mem::replace(&mut self.space, false);
+        let b = &mut self.build;
+        if !b.active {
+            *b = Build {
+                active: true,
+                start: pos,
+                ..Build::default()
+            };
         }
-        let k = self.chain_len;
-        self.chain_chars[k % CHAIN_RING] = (u32::from(b), pos);
-        self.chain_len = k + 1;
+        let mut at = 0;
+        while at < m {
+            let k = (m - at).min(8);
+            let w = load8(bytes, i + at) & (u64::MAX >> (64 - 8 * k));
+            let low = w | swar::upper(w) >> 2;
+            b.raw.push_word(low, k as u32);
+            if b.digits {
+                b.masked.push_word(low, k as u32);
+            }
+            b.letters += swar::count(swar::lower_alpha(low));
+            at += k;
+        }
+        b.in_digits = false;
+        b.marker = 2;
+        b.last_stop = matches!(bytes[i + m - 1], b'.' | b'!' | b'?');
+        let preview = &mut self.line.preview;
+        if preview.len() + 1 < PREVIEW {
+            if space && !preview.is_empty() {
+                preview.push(' ');
+            }
+            preview.push(char::from(bytes[i]));
+            for &c in &bytes[i + 1..i + m] {
+                if preview.len() + 1 >= PREVIEW {
+                    break;
+                }
+                preview.push(char::from(c));
+            }
+        }
+        if !self.lazy {
+            self.lazy = true;
+            self.lazy_from = pos;
+            self.lazy_k = self.chain_len;
+        }
+        self.chain_len += m;
+    }
+
+    /// Writes the characters of the run of non-white-space that
+    /// [`Near::plain_bytes`] counted but did not store (all ASCII, from
+    /// `lazy_from` on) into the ring; `bytes` holds them, from `base`.
+    fn materialize(&mut self, bytes: &[u8], base: usize) {
+        if !self.lazy {
+            return;
+        }
+        self.lazy = false;
+        for k in self.lazy_k..self.chain_len {
+            let p = self.lazy_from + (k - self.lazy_k);
+            self.chain_chars[k % CHAIN_RING] = (u32::from(bytes[p - base]), p);
+        }
     }
 
     /// A byte offset no cut found from now on can fall before: the start
@@ -401,13 +559,7 @@ impl Near {
             return;
         }
         if c.is_whitespace() {
-            let b = &self.build;
-            let marker_only = b.marker == 1 && self.line.n == 0;
-            let stop = b.active && b.last_stop && !marker_only && !self.line.fence;
-            self.end_token(pos);
-            if stop {
-                self.end_segment(pos);
-            }
+            self.space_char(pos);
             return;
         }
         if is_cjk(c) {
@@ -421,6 +573,19 @@ impl Near {
             return;
         }
         self.token_char(c, pos, len, src);
+    }
+
+    /// White space other than a line break: the token ends, and the
+    /// segment with it after `. ! ?`.
+    #[inline]
+    fn space_char(&mut self, pos: usize) {
+        let b = &self.build;
+        let marker_only = b.marker == 1 && self.line.n == 0;
+        let stop = b.active && b.last_stop && !marker_only && !self.line.fence;
+        self.end_token(pos);
+        if stop {
+            self.end_segment(pos);
+        }
     }
 
     fn token_char(&mut self, c: char, pos: usize, len: usize, src: Src<'_>) {
@@ -462,19 +627,23 @@ impl Near {
             };
         }
         let l = if c.is_ascii() {
-            u64::from(c.to_ascii_lowercase() as u8)
+            u32::from(c.to_ascii_lowercase() as u8)
         } else {
-            u64::from(c.to_lowercase().next().unwrap_or(c) as u32)
+            c.to_lowercase().next().unwrap_or(c) as u32
         };
-        b.raw = mix(b.raw, l);
         let digit = c.is_ascii_digit();
-        if digit {
+        if digit && !b.digits {
+            // The masked key equals the raw one up to the first digit.
             b.digits = true;
+            b.masked = b.raw;
+        }
+        b.raw.push(l);
+        if digit {
             if !b.in_digits {
-                b.masked = mix(b.masked, u64::from(b'#'));
+                b.masked.push(u32::from(b'#'));
             }
-        } else {
-            b.masked = mix(b.masked, l);
+        } else if b.digits {
+            b.masked.push(l);
         }
         b.in_digits = digit;
         if c.is_alphabetic() {
@@ -501,22 +670,27 @@ impl Near {
         }
         self.build.active = false;
         let b = self.build;
+        let raw = b.raw.value();
         let tok = Tok {
-            raw: b.raw,
-            masked: b.masked,
+            raw,
+            masked: if b.digits { b.masked.value() } else { raw },
             start: b.start,
             end,
             word: b.letters >= 2,
             digits: b.digits,
         };
         let line = &mut self.line;
+        // The body counts only on a list item, the whole line only in a
+        // fence (nothing reads them elsewhere).
         if line.n == 0 && b.marker == 1 {
             line.marker = true;
-        } else {
+        } else if line.marker {
             line.body = mix(line.body, tok.raw);
             line.body_len += 1;
         }
-        line.whole = mix(line.whole, tok.raw);
+        if line.fence {
+            line.whole = mix(line.whole, tok.raw);
+        }
         line.n += 1;
         line.end = end;
         line.word |= tok.word;
@@ -542,15 +716,32 @@ impl Near {
         if tok.digits {
             self.last_digit_tok = Some(j);
         }
-        let cfg = &self.cfg;
-        for p in 1..=MASK_W {
-            let i = p - 1;
-            if j >= p && self.toks[(j - p) % TOK_RING].masked == tok.masked {
-                self.mask_runs[i] += 1;
-            } else {
-                self.mask_runs[i] = 0;
-                continue;
+        // Bit p - 1: token j - p has the same masked key. The low bytes
+        // of the last eight keys give the candidates in one compare; the
+        // full keys confirm them. Runs not extended end.
+        let valid = if j >= MASK_W { 0xff } else { (1u32 << j) - 1 };
+        let mut hits = swar::eq_bits(self.mask_tags, tok.masked as u8) & valid;
+        self.mask_tags = self.mask_tags << 8 | (tok.masked & 0xff);
+        let mut c = hits;
+        while c != 0 {
+            let i = c.trailing_zeros() as usize;
+            c &= c - 1;
+            if self.toks[(j - i - 1) % TOK_RING].masked != tok.masked {
+                hits &= !(1 << i);
             }
+        }
+        let mut ended = self.mask_active & !hits;
+        while ended != 0 {
+            self.mask_runs[ended.trailing_zeros() as usize] = 0;
+            ended &= ended - 1;
+        }
+        self.mask_active = hits;
+        let cfg = &self.cfg;
+        while hits != 0 {
+            let i = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            let p = i + 1;
+            self.mask_runs[i] += 1;
             let need = cfg.masked_min_run.max(cfg.masked_run_per_period * p);
             let r = self.mask_runs[i];
             if r < need || r + p >= TOK_RING {
@@ -744,6 +935,7 @@ impl Near {
     }
 
     fn chain_reset(&mut self) {
+        self.lazy = false;
         self.chain_len = 0;
         self.chain_roll = 0;
         self.chain_d = 0;
@@ -903,6 +1095,190 @@ fn within_edits(a: &[u64], b: &[u64], k: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Pushing ASCII bytes one at a time or as words of any split gives
+    /// the same key, before and after another character.
+    #[test]
+    fn key_words_equal_bytes() {
+        let text = b"abcdefghijklmnopqrstuvwxyz0123456789-_.,;:!?()[]{}";
+        for len in 0..text.len() {
+            for split in 0..=len {
+                let mut one = Key::default();
+                let mut words = Key::default();
+                for key in [&mut one, &mut words] {
+                    key.push(u32::from(b'q'));
+                    key.push(0xe9);
+                }
+                for &c in &text[..len] {
+                    one.push(u32::from(c));
+                }
+                for part in [&text[..split], &text[split..len]] {
+                    for chunk in part.chunks(8) {
+                        let k = chunk.len();
+                        let w = load8(chunk, 0) & (u64::MAX >> (64 - 8 * k));
+                        words.push_word(w, k as u32);
+                    }
+                }
+                assert_eq!(one.value(), words.value(), "{len} {split}");
+                one.push(0x3b1);
+                words.push(0x3b1);
+                assert_eq!(one.value(), words.value(), "{len} {split}");
+            }
+        }
+    }
+
+    /// Texts for the fast path: prose in mixed case, digits, list items,
+    /// near-duplicate sentences, counters, long runs without white
+    /// space, fences, table rows, JSON `\n`, CJK and odd Unicode, with
+    /// loops and near-loops among healthy stretches.
+    fn near_text() -> impl Strategy<Value = Vec<(String, usize)>> {
+        let word = prop::sample::select(vec![
+            "the",
+            "The",
+            "of",
+            "cell",
+            "CELLS",
+            "protein.",
+            "was",
+            "tumour,",
+            "Growth!",
+            "why?",
+            "a",
+            "x",
+            "(n",
+            "=",
+            "p<0.05)",
+            "12",
+            "3.5",
+            "1.",
+            "2)",
+            "76.",
+            "a1b2",
+            "#",
+            "##",
+            "-",
+            "--",
+            "|",
+            "\\",
+            "\\n",
+            "\\x",
+            "é",
+            "İstanbul",
+            "STRASSE",
+            "straße",
+            "K",
+            "高",
+            "级",
+            "。",
+            "！",
+            "ａｂ",
+            "\u{301}",
+            "\u{FFFD}",
+            "\0",
+            "immunohistochemistry",
+            "https://host/",
+            "resak-kasra-tomo-",
+            "0x00ff",
+            "AAAAAAAAAAAAAAAAAAAA",
+            "😂",
+        ]);
+        let space = prop::sample::select(vec![
+            " ", " ", " ", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\u{b}", "\u{c}", "\u{a0}",
+            "\u{2028}", "\u{3000}",
+        ]);
+        let prose = prop::collection::vec((word.clone(), space), 1..120).prop_map(|v| {
+            v.into_iter()
+                .map(|(w, s)| format!("{w}{s}"))
+                .collect::<String>()
+        });
+        let unit = prop::collection::vec(word, 1..12).prop_map(|v| v.join(" "));
+        let looped = (unit, 2..12usize, 0..3usize).prop_map(|(u, n, how)| {
+            (0..n)
+                .map(|k| match how {
+                    0 => format!("{u} "),
+                    1 => format!("{k}. {u}\n"),
+                    _ => format!("{u} {k}:00 word{} ", k % 3),
+                })
+                .collect::<String>()
+        });
+        let shape = prop::sample::select(vec![
+            "\n```\n",
+            "\n~~~\n",
+            "\n| a | b |\n",
+            "\n",
+            "The refrigerator uses a small fan to keep it cool. ",
+            "The refrigerator also uses a small fan to keep it cool. ",
+            "assistant57 ",
+            "/api/v1/users",
+            "_advanced_settings",
+            "\\n",
+            "0123456789abcdef0123",
+        ])
+        .prop_map(str::to_string);
+        // Long units without white space, after a word or glued on.
+        let chain = ("[a-zA-Z/_-]{13,30}", 3..6usize, any::<bool>())
+            .prop_map(|(u, n, glued)| format!("{}{}", if glued { "x" } else { " " }, u.repeat(n)));
+        let piece = prop_oneof![4 => prose, 2 => looped, 2 => shape, 1 => chain];
+        let invalid = prop_oneof![6 => Just(0usize), 1 => 1..4usize];
+        prop::collection::vec((piece, invalid), 1..40)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            crate::repetition::test_cases::cases(256)
+        ))]
+
+        /// The word-at-a-time path of [`Near::feed`] in any chunking
+        /// (with invalid bytes, pushed as U+FFFD, between the pieces)
+        /// fires after the same character as the one-character-at-a-
+        /// time reference, with the same cut, and reports the same
+        /// settled offset after every chunk.
+        #[test]
+        fn fast_path_equals_the_reference(pieces in near_text(), size in 1..64usize) {
+            let config = ClampConfig::default();
+            let mut fast = Near::new(&config);
+            let mut slow = Near::new(&config);
+            let mut pos = 0;
+            'pieces: for (text, bad) in &pieces {
+                let mut rest = text.as_str();
+                while !rest.is_empty() {
+                    let mut cut = size.min(rest.len());
+                    while !rest.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    let (chunk, tail) = rest.split_at(cut);
+                    let fired = fast.feed(chunk, pos);
+                    let mut at = None;
+                    for (i, c) in chunk.char_indices() {
+                        slow.push(c, pos + i, c.len_utf8());
+                        if slow.best.is_some() {
+                            at = Some(i + c.len_utf8());
+                            break;
+                        }
+                    }
+                    prop_assert_eq!(fired, at);
+                    prop_assert_eq!(&fast.best, &slow.best);
+                    if fired.is_some() {
+                        break 'pieces;
+                    }
+                    pos += chunk.len();
+                    prop_assert_eq!(fast.settled(pos), slow.settled(pos));
+                    rest = tail;
+                }
+                if *bad > 0 {
+                    fast.push('\u{FFFD}', pos, *bad);
+                    slow.push('\u{FFFD}', pos, *bad);
+                    pos += bad;
+                    prop_assert_eq!(&fast.best, &slow.best);
+                    if fast.best.is_some() {
+                        break;
+                    }
+                    prop_assert_eq!(fast.settled(pos), slow.settled(pos));
+                }
+            }
+        }
+    }
 
     #[test]
     fn edit_distance_band() {

@@ -61,6 +61,12 @@ pub(crate) fn lower_alpha(t: u64) -> u64 {
     range7(t, b'a', b'z')
 }
 
+/// ASCII digits (bytes below 0x80).
+#[inline(always)]
+pub(crate) fn digit(t: u64) -> u64 {
+    range7(t, b'0', b'9')
+}
+
 /// Trailing punctuation `. , ; : ! ?` (bytes below 0x80).
 #[inline(always)]
 pub(crate) fn punct(t: u64) -> u64 {
@@ -98,6 +104,7 @@ mod tests {
                 if v < 0x80 {
                     assert_eq!(bit(upper(x)), v.is_ascii_uppercase(), "{v}");
                     assert_eq!(bit(lower_alpha(x)), v.is_ascii_lowercase(), "{v}");
+                    assert_eq!(bit(digit(x)), v.is_ascii_digit(), "{v}");
                     assert_eq!(
                         bit(punct(x)),
                         matches!(v, b'.' | b',' | b';' | b':' | b'!' | b'?'),
