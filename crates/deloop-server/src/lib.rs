@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod build;
 pub mod error;
 pub mod layers;
 pub mod metrics;

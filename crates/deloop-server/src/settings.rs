@@ -51,8 +51,9 @@ pub struct SessionSettings {
     /// A session unused for this many seconds is forgotten. Default 3600.
     pub idle_ttl_secs: u64,
     /// Tool-loop profile: `default`, `openclaw` or `strict`
-    /// (`DELOOP_LOOP_PROFILE`).
-    pub profile: String,
+    /// (`DELOOP_LOOP_PROFILE`). Unset: the loop config's `profile`, else
+    /// `default` (as `deloop check` decides).
+    pub profile: Option<String>,
     /// OpenClaw's `tools.loopDetection` block (JSON5 or JSON, per-agent
     /// overrides included), as `deloop check --config` reads it
     /// (`DELOOP_LOOP_CONFIG`).
@@ -85,7 +86,7 @@ impl Default for SessionSettings {
         SessionSettings {
             max_sessions: 100_000,
             idle_ttl_secs: 3600,
-            profile: "default".into(),
+            profile: None,
             loop_config: None,
             max_open_calls: 1024,
         }
@@ -123,7 +124,7 @@ impl ServerSettings {
             self.log_format = v;
         }
         if let Some(v) = get("DELOOP_LOOP_PROFILE") {
-            self.sessions.profile = v;
+            self.sessions.profile = Some(v);
         }
         if let Some(v) = get("DELOOP_LOOP_CONFIG") {
             self.sessions.loop_config = Some(PathBuf::from(v));

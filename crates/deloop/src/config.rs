@@ -130,6 +130,9 @@ pub struct Config {
     pub oracle: OracleSection,
     /// `[guards]`.
     pub guards: GuardsSection,
+    /// `[server]`: `deloop serve` and `deloop mcp` (listen address, limits,
+    /// timeouts, CORS, keys, log format, sessions).
+    pub server: deloop_server::ServerSettings,
     /// Where the file came from (none: defaults and environment only).
     #[serde(skip)]
     pub source: Option<PathBuf>,

@@ -41,15 +41,19 @@ enum Command {
     Search(cmd::search::Args),
     /// Ask the library oracle a question about the indexed docs.
     Ask(cmd::ask::Args),
+    /// Serve deloop over HTTP: the oracle, the guards, live-agent sessions, metrics.
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("DELOOP_LOG"))
-        .with_writer(std::io::stderr)
-        .init();
-
     let cli = Cli::parse();
+    // The server sets up its own logging once its config (log format) is read.
+    if !matches!(cli.command, Command::Serve(_)) {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("DELOOP_LOG"))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let outcome = match cli.command {
         Command::Clamp(args) => cmd::clamp::run(args),
         Command::Rescue(args) => cmd::rescue::run(args),
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Command::Index(args) => cmd::index::run(args),
         Command::Search(args) => cmd::search::run(args),
         Command::Ask(args) => cmd::ask::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match outcome {
         Ok(exit) => exit.into(),

@@ -8,3 +8,4 @@ pub mod index;
 pub mod repair;
 pub mod rescue;
 pub mod search;
+pub mod serve;

@@ -1,0 +1,103 @@
+//! Building a server's state from its settings: the in-memory session
+//! store with its sweeper, the API keys, the tool-loop guard.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deloop_core::loops::{LoopConfig, Profile};
+use deloop_core::repetition::ClampConfig;
+
+use crate::auth::ApiKeys;
+use crate::metrics::Metrics;
+use crate::sessions::{GuardSettings, MemoryStore};
+use crate::settings::{ServerSettings, SettingsError};
+use crate::state::AppState;
+
+/// The tool-loop guard of the settings: the profile and the OpenClaw
+/// config file, read and checked.
+pub fn guard_settings(settings: &ServerSettings) -> Result<GuardSettings, SettingsError> {
+    let s = &settings.sessions;
+    let config = match &s.loop_config {
+        None => LoopConfig::default(),
+        Some(path) => read_loop_config(path)?,
+    };
+    let profile: Profile = match &s.profile {
+        Some(p) => p.parse().map_err(|_| SettingsError {
+            key: "server.sessions.profile",
+            message: format!("{p:?} is not one of default, openclaw, strict"),
+        })?,
+        None => config.base().profile.unwrap_or_default(),
+    };
+    Ok(GuardSettings {
+        profile,
+        config,
+        max_open_calls: s.max_open_calls,
+    })
+}
+
+fn read_loop_config(path: &Path) -> Result<LoopConfig, SettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SettingsError {
+        key: "server.sessions.loop_config",
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    let (config, adjustments) = LoopConfig::from_json5(&text).map_err(|e| SettingsError {
+        key: "server.sessions.loop_config",
+        message: format!(
+            "{}: {e} (the keys are listed in docs/loops.md)",
+            path.display()
+        ),
+    })?;
+    for a in adjustments {
+        tracing::warn!(file = %path.display(), "loop config {}: {} adjusted to {} ({})", a.key, a.from, a.to, a.reason);
+    }
+    Ok(config)
+}
+
+/// The API keys: `DELOOP_API_KEYS` (comma separated, given as `list`) and
+/// the key file of the settings.
+pub fn api_keys(settings: &ServerSettings, list: Option<&str>) -> Result<ApiKeys, SettingsError> {
+    let file = match &settings.api_keys_file {
+        None => None,
+        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| SettingsError {
+            key: "server.api_keys_file",
+            message: format!("cannot read {}: {e}", p.display()),
+        })?),
+    };
+    Ok(ApiKeys::parse(list, file.as_deref()))
+}
+
+/// A state whose sessions live in this process, and the store (for its
+/// sweeper, [`spawn_sweeper`]).
+pub fn memory_state(
+    settings: ServerSettings,
+    clamp: ClampConfig,
+    guard: GuardSettings,
+    keys: ApiKeys,
+) -> (AppState, Arc<MemoryStore>) {
+    let metrics = Arc::new(Metrics::new());
+    let store = Arc::new(MemoryStore::new(
+        guard.clone(),
+        settings.sessions.max_sessions,
+        Duration::from_secs(settings.sessions.idle_ttl_secs),
+        metrics.clone(),
+    ));
+    let state = AppState::new(settings, clamp, guard, store.clone(), metrics, keys);
+    (state, store)
+}
+
+/// Forgets idle sessions in the background, every `every` (the store also
+/// expires sessions of a shard whenever that shard is used).
+pub fn spawn_sweeper(store: Arc<MemoryStore>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let n = store.sweep();
+            if n > 0 {
+                tracing::debug!(expired = n, "idle sessions forgotten");
+            }
+        }
+    })
+}

@@ -1,0 +1,114 @@
+//! `deloop serve`: deloop over HTTP (see docs/server.md).
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::exit::{BadInput, Exit};
+
+/// Flags of `deloop serve`.
+///
+/// Serves the seed's `/api/oracle`, `/api/help` and `/api/tutor`, the guards
+/// (`/v1/clamp`, `/v1/rescue`, `/v1/repair`, `/v1/check`), the live-agent
+/// session API (`/v1/sessions/...`), `/healthz`, `/readyz`, `/metrics`.
+/// Exit codes: 0 after a graceful shutdown (SIGTERM or Ctrl-C), 1 when the
+/// server cannot start or fails (address in use, …), 2 for a bad config.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (default: `server.listen`, `DELOOP_LISTEN`, else
+    /// 127.0.0.1:8080). Port 0 picks a free port; the address is printed.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The index file (as for `deloop ask`).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+/// Loads the config and the server settings with the environment applied.
+pub(crate) fn load(config: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    let mut config = Config::load(config)?;
+    config
+        .server
+        .apply_env(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(config)
+}
+
+/// Sets up logging on stderr in the configured format (`text` or `json`),
+/// filtered by `DELOOP_LOG` (default `info` for the server).
+pub(crate) fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DELOOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// The server's state from the config.
+pub(crate) fn state(
+    config: &Config,
+) -> anyhow::Result<(
+    deloop_server::AppState,
+    std::sync::Arc<deloop_server::sessions::MemoryStore>,
+)> {
+    let settings = config.server.clone();
+    let guard =
+        deloop_server::build::guard_settings(&settings).map_err(|e| BadInput(e.to_string()))?;
+    let list = std::env::var("DELOOP_API_KEYS").ok();
+    let keys = deloop_server::build::api_keys(&settings, list.as_deref())
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(deloop_server::build::memory_state(
+        settings,
+        config.guards.clamp.clone(),
+        guard,
+        keys,
+    ))
+}
+
+/// Runs `deloop serve`.
+pub fn run(args: Args) -> anyhow::Result<Exit> {
+    let mut config = load(args.config.as_deref())?;
+    if let Some(listen) = args.listen {
+        config.server.listen = listen;
+        config
+            .server
+            .validate()
+            .map_err(|e| BadInput(e.to_string()))?;
+    }
+    init_logging(&config.server.log_format);
+    let addr = config
+        .server
+        .listen_addr()
+        .map_err(|e| BadInput(e.to_string()))?;
+    let (state, store) = state(&config)?;
+    let _db = args.db;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e} (is another server using the port? pick one with --listen)"))?;
+        let local = listener.local_addr()?;
+        state.set_ready();
+        let sweep_every = std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
+        deloop_server::build::spawn_sweeper(store, sweep_every);
+        eprintln!("deloop: listening on http://{local}");
+        tracing::info!(%local, auth = state_keys(&config), "serving");
+        deloop_server::serve(listener, state, deloop_server::shutdown_signal()).await?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn state_keys(config: &Config) -> bool {
+    std::env::var("DELOOP_API_KEYS").is_ok_and(|v| !v.trim().is_empty())
+        || config.server.api_keys_file.is_some()
+}

@@ -1,0 +1,313 @@
+//! `deloop serve` end to end: the binary started by the test on
+//! 127.0.0.1, its guard endpoints compared with the CLI's `--json` output on
+//! the conformance corpora (same parsed value), startup failures and their
+//! exit codes, graceful shutdown on SIGTERM.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+    let tmp = std::env::temp_dir();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
+    cmd.arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(&tmp)
+        .env_remove("DELOOP_CONFIG")
+        .env_remove("DELOOP_API_KEYS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn deloop serve");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("deloop serve exited before listening")
+            .unwrap();
+        if let Some(u) = line.strip_prefix("deloop: listening on ") {
+            break u.trim().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, url }
+}
+
+fn cli(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sin = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let w = std::thread::spawn(move || {
+        let _ = sin.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap();
+    out
+}
+
+/// A blocking POST with a JSON body (std only: the CLI crate's tests need no HTTP client).
+fn post(url: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = http(
+        "POST",
+        url,
+        Some(&serde_json::to_vec(body).unwrap()),
+        "application/json",
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) -> (u16, String) {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.unwrap_or(b"");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    loop {
+        let Some((size, rest)) = s.split_once("\r\n") else {
+            break;
+        };
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+fn corpus_inputs() -> Vec<String> {
+    let mut out = Vec::new();
+    for name in ["jsonrepair", "json-repair-py"] {
+        let text =
+            std::fs::read_to_string(deloop_testdata::corpus(name).join("cases.jsonl")).unwrap();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).unwrap();
+            out.push(v["input"].as_str().unwrap().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn guard_endpoints_answer_what_the_cli_prints() {
+    let server = start(&[], &[]);
+    let inputs = corpus_inputs();
+    assert!(inputs.len() > 500);
+    // repair and rescue on every conformance input (one in four for rescue).
+    for (i, input) in inputs.iter().enumerate() {
+        let out = cli(&["repair", "--json"], input.as_bytes());
+        let (status, got) = post(
+            &format!("{}/v1/repair", server.url),
+            &json!({"text": input}),
+        );
+        if out.status.code() == Some(0) {
+            let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(status, 200, "case {i}: {input:?}");
+            assert_eq!(got, want, "case {i}: {input:?}");
+        } else {
+            assert_eq!(
+                status,
+                422,
+                "case {i}: {input:?} (CLI exit {:?})",
+                out.status.code()
+            );
+        }
+        if i % 4 == 0 {
+            let out = cli(&["rescue", "--json", "--key", "a"], input.as_bytes());
+            let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let (status, got) = post(
+                &format!("{}/v1/rescue", server.url),
+                &json!({"text": input, "key": "a"}),
+            );
+            if out.status.code() == Some(2) {
+                assert_eq!(status, 422, "case {i}");
+            } else {
+                assert_eq!((status, &got), (200, &want), "case {i}: {input:?}");
+            }
+        }
+    }
+    // clamp on loops and healthy text, default and seed rules.
+    let mut texts = vec![
+        "la continuación de un proceso de automatización automático o la de ".repeat(30),
+        format!("Intro. {}", "resak-".repeat(200)),
+        "El wifi se configura accediendo a 192.168.1.1. El wifi requiere una contraseña."
+            .to_string(),
+    ];
+    texts.push(format!("{}\n\n| a | a | a |\n|---|---|---|\n", texts[2]));
+    for text in &texts {
+        for seed in [false, true] {
+            let mut args = vec!["clamp", "--json"];
+            if seed {
+                args.push("--seed-compat");
+            }
+            let out = cli(&args, text.as_bytes());
+            let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let body = if seed {
+                json!({"text": text, "config": {"seed_compat": true}})
+            } else {
+                json!({"text": text})
+            };
+            let (status, got) = post(&format!("{}/v1/clamp", server.url), &body);
+            assert_eq!((status, got), (200, want), "{text:?} seed={seed}");
+        }
+    }
+}
+
+#[test]
+fn check_endpoint_streams_the_cli_json_lines_on_the_openclaw_scenarios() {
+    let server = start(&[], &[]);
+    let root = deloop_testdata::corpus("openclaw-loops").join("scenarios");
+    let mut names: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    for path in names.iter().step_by(3) {
+        let body = std::fs::read(path).unwrap();
+        for profile in ["default", "openclaw", "strict"] {
+            let out = cli(&["check", "--json", "--profile", profile], &body);
+            let want: Vec<Value> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let (status, text) = http(
+                "POST",
+                &format!("{}/v1/check?profile={profile}", server.url),
+                Some(&body),
+                "application/x-ndjson",
+            );
+            assert_eq!(status, 200);
+            let got: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(got, want, "{} {profile}", path.display());
+        }
+    }
+}
+
+#[test]
+fn startup_failures_use_the_exit_code_table() {
+    // A bad config value: exit 2, naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("deloop.toml");
+    std::fs::write(&cfg, "[server]\nlisten = \"not an address\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server.listen"));
+    // An unknown key: exit 2.
+    std::fs::write(&cfg, "[server]\nlistn = \"127.0.0.1:1\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The port in use: exit 1 with advice.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args(["serve", "--listen", &addr])
+        .env_remove("DELOOP_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_shuts_down_gracefully_with_exit_0() {
+    let mut server = start(&[], &[("DELOOP_API_KEYS", "k")]);
+    // Auth is on: healthz stays open, the rest needs the key.
+    assert_eq!(
+        http(
+            "GET",
+            &format!("{}/healthz", server.url),
+            None,
+            "text/plain"
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        http(
+            "GET",
+            &format!("{}/metrics", server.url),
+            None,
+            "text/plain"
+        )
+        .0,
+        401
+    );
+    let pid = server.child.id().to_string();
+    let kill = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(kill.success());
+    let status = server.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
