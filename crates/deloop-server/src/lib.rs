@@ -24,6 +24,7 @@ pub mod auth;
 pub mod build;
 pub mod error;
 pub mod layers;
+pub mod mcp;
 pub mod metrics;
 pub mod routes;
 pub mod sessions;
@@ -43,6 +44,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 pub use error::{ApiError, ApiJson};
+pub use mcp::{serve_stdio, McpServer};
 pub use settings::{ServerSettings, SessionSettings, SettingsError};
 pub use state::AppState;
 
@@ -65,6 +67,10 @@ pub fn router(state: AppState) -> Router {
             post(routes::sessions::compaction),
         )
         .route("/v1/sessions/{session}", delete(routes::sessions::forget))
+        .route_service(
+            "/mcp",
+            mcp::http_service(mcp::McpServer::new(state.clone())),
+        )
         .route("/metrics", get(routes::ops::metrics))
         .route("/healthz", get(routes::ops::healthz))
         .route("/readyz", get(routes::ops::readyz))

@@ -37,6 +37,12 @@ pub struct ServerSettings {
     /// Seconds in-flight requests and streams get to finish after SIGTERM
     /// or Ctrl-C. Default 30.
     pub shutdown_grace_secs: u64,
+    /// `Host` header values the MCP endpoint (`/mcp`) accepts, as host names
+    /// or `host:port` (`DELOOP_MCP_ALLOWED_HOSTS`, comma separated). The
+    /// default, `localhost`, `127.0.0.1` and `::1`, protects a local server
+    /// from DNS rebinding; a public deployment lists its own names, or `*`
+    /// to accept any `Host` (then rely on API keys).
+    pub mcp_allowed_hosts: Vec<String>,
     /// Live-agent sessions.
     pub sessions: SessionSettings,
 }
@@ -76,6 +82,7 @@ impl Default for ServerSettings {
             api_keys_file: None,
             log_format: "text".into(),
             shutdown_grace_secs: 30,
+            mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             sessions: SessionSettings::default(),
         }
     }
@@ -111,6 +118,14 @@ impl ServerSettings {
         }
         if let Some(v) = get("DELOOP_CORS_ORIGINS") {
             self.cors_origins = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        if let Some(v) = get("DELOOP_MCP_ALLOWED_HOSTS") {
+            self.mcp_allowed_hosts = v
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
@@ -161,6 +176,13 @@ impl ServerSettings {
             "server.sessions.max_open_calls",
             self.sessions.max_open_calls as u64,
         )?;
+        if self.mcp_allowed_hosts.is_empty() {
+            return Err(SettingsError {
+                key: "server.mcp_allowed_hosts",
+                message: "is empty: list the host names clients use to reach /mcp, or `*` for any"
+                    .into(),
+            });
+        }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(SettingsError {
                 key: "server.log_format",
