@@ -10,7 +10,8 @@ For each protocol negotiation the SDK offers ("auto": the 2026-07-28
 discover flow, "legacy": the initialize handshake) it lists the tools, calls
 every guard tool and checks the answers it can judge alone (shape, isError,
 structuredContent equal to the JSON text). It prints one JSON line per mode,
-`{"mode", "tools", "verdicts", "clamp", "transcript", "result"}`, for the
+`{"mode", "protocol", "tools", "verdicts", "clamp_input", "clamp",
+"transcript_input", "transcript", "result"}`, for the
 Rust test to compare with the HTTP API; any failed check exits non-zero with
 a message on stderr.
 """
@@ -216,7 +217,9 @@ async def scenario(client, mode):
         "protocol": client.protocol_version,
         "tools": sorted(tools),
         "verdicts": verdicts,
+        "clamp_input": LOOPING,
         "clamp": clamp,
+        "transcript_input": TRANSCRIPT,
         "transcript": transcript,
         "result": by_args,
     }
