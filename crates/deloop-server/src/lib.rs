@@ -67,9 +67,13 @@ pub fn router(state: AppState) -> Router {
             post(routes::sessions::compaction),
         )
         .route("/v1/sessions/{session}", delete(routes::sessions::forget))
-        .route_service(
-            "/mcp",
-            mcp::http_service(mcp::McpServer::new(state.clone())),
+        .merge(
+            Router::new()
+                .route_service(
+                    "/mcp",
+                    mcp::http_service(mcp::McpServer::new(state.clone())),
+                )
+                .layer(middleware::from_fn(mcp::problem_answers)),
         )
         .route("/metrics", get(routes::ops::metrics))
         .route("/healthz", get(routes::ops::healthz))

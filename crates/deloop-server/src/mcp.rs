@@ -636,6 +636,55 @@ pub fn http_service(server: McpServer) -> StreamableHttpService<McpServer, Never
     )
 }
 
+/// Re-answers the MCP transport's plain-text 4xx answers as the API's
+/// `application/problem+json` (RFC 9457), and a body that is not JSON-RPC
+/// as 400 (the transport says 415), as every other route does.
+pub async fn problem_answers(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    let res = next.run(req).await;
+    let plain = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|ct| ct.starts_with("text/plain"));
+    if !res.status().is_client_error() || !plain {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    // The transport's reasons are one short line.
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let detail = String::from_utf8_lossy(&bytes);
+    let malformed = detail.starts_with("fail to deserialize request body");
+    let status = if parts.status == StatusCode::UNSUPPORTED_MEDIA_TYPE && malformed {
+        StatusCode::BAD_REQUEST
+    } else {
+        parts.status
+    };
+    let detail = if malformed {
+        format!(
+            "the body is not a JSON-RPC message: {}",
+            detail
+                .trim_start_matches("fail to deserialize request body")
+                .trim()
+        )
+    } else {
+        detail.trim().to_string()
+    };
+    let mut out = ApiError::new(status, detail).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name, value.clone());
+        }
+    }
+    out
+}
+
 fn schema(v: Value) -> Arc<JsonObject> {
     match v {
         Value::Object(o) => Arc::new(o),

@@ -263,3 +263,72 @@ async fn python_sdk_over_stdio() {
         same_as_http(r, &server.url, None).await;
     }
 }
+
+/// Hostile HTTP input on `/mcp` gets a 4xx problem+json answer, never a
+/// 5xx (no client needed).
+#[tokio::test]
+async fn mcp_endpoint_refuses_bad_http_input() {
+    let settings = ServerSettings {
+        max_body_bytes: 1 << 16,
+        ..ServerSettings::default()
+    };
+    let server = common::start(common::state_with(
+        settings,
+        Profile::Default,
+        ApiKeys::default(),
+    ))
+    .await;
+    let url = format!("{}/mcp", server.url);
+    let c = common::client();
+    let accept = "application/json, text/event-stream";
+    let send = |body: Vec<u8>, content_type: &'static str| {
+        c.post(&url)
+            .header("accept", accept)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let big = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "clamp_text", "arguments": {"text": "a".repeat(1 << 17)}}}))
+    .unwrap();
+    let cases: Vec<(&str, Vec<u8>, &'static str)> = vec![
+        ("over the body limit", big, "application/json"),
+        (
+            "malformed JSON",
+            b"{\"jsonrpc\": \"2.0\", \"id\": 1,".to_vec(),
+            "application/json",
+        ),
+        ("not JSON-RPC", b"[1, 2, 3]".to_vec(), "application/json"),
+        ("invalid UTF-8", vec![0xff, 0xfe, b'{'], "application/json"),
+        ("empty", Vec::new(), "application/json"),
+        ("wrong content type", b"hello".to_vec(), "text/plain"),
+    ];
+    for (what, body, ct) in cases {
+        let res = send(body, ct).await.unwrap();
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        let want = match what {
+            "over the body limit" => 413,
+            "wrong content type" => 415,
+            _ => 400,
+        };
+        assert_eq!(status, want, "{what}: {text}");
+        let problem: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
+        assert_eq!(problem["status"], want, "{what}: {text}");
+        assert!(!problem["detail"].as_str().unwrap().is_empty(), "{what}");
+    }
+    // The server still answers.
+    let res = c
+        .post(&url)
+        .header("accept", accept)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
