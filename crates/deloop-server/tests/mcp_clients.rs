@@ -214,10 +214,11 @@ async fn python_sdk_over_streamable_http() {
         .send()
         .await
         .unwrap();
+    assert_eq!(res.status(), 403, "foreign Host");
+    let problem: Value = res.json().await.unwrap();
     assert!(
-        res.status().is_client_error(),
-        "foreign Host: {}",
-        res.status()
+        problem["detail"].as_str().unwrap().contains("Host"),
+        "{problem}"
     );
 
     let reports = run_client(&python, "http", &mcp_url, Some(KEY)).await;
