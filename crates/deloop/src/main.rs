@@ -43,12 +43,14 @@ enum Command {
     Ask(cmd::ask::Args),
     /// Serve deloop over HTTP: the oracle, the guards, live-agent sessions, metrics.
     Serve(cmd::serve::Args),
+    /// Serve deloop's guards as MCP tools over stdio (for agents' MCP configs).
+    Mcp(cmd::serve::McpArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server sets up its own logging once its config (log format) is read.
-    if !matches!(cli.command, Command::Serve(_)) {
+    if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_env("DELOOP_LOG"))
             .with_writer(std::io::stderr)
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Search(args) => cmd::search::run(args),
         Command::Ask(args) => cmd::ask::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Mcp(args) => cmd::serve::run_mcp(args),
     };
     match outcome {
         Ok(exit) => exit.into(),

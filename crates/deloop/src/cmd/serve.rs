@@ -112,3 +112,35 @@ fn state_keys(config: &Config) -> bool {
     std::env::var("DELOOP_API_KEYS").is_ok_and(|v| !v.trim().is_empty())
         || config.server.api_keys_file.is_some()
 }
+
+/// Flags of `deloop mcp`.
+///
+/// Serves MCP over stdio (stdout carries the protocol; logs go to stderr):
+/// the tools `clamp_text`, `rescue_json`, `repair_json`, `check_tool_call`,
+/// `record_tool_result`, `forget_session` and `check_transcript`. Exit codes:
+/// 0 when the client closes the connection, 1 on an I/O failure, 2 for a bad
+/// config.
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+}
+
+/// Runs `deloop mcp`.
+pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
+    let config = load(args.config.as_deref())?;
+    init_logging(&config.server.log_format);
+    let (state, store) = state(&config)?;
+    state.set_ready();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let sweep_every =
+            std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
+        deloop_server::build::spawn_sweeper(store, sweep_every);
+        deloop_server::serve_stdio(state).await
+    })?;
+    Ok(Exit::Ok)
+}
