@@ -1,0 +1,515 @@
+//! # deloop-config
+//!
+//! deloop's configuration, shared by the command line, the server and the
+//! MCP server: the file `deloop.toml`, the environment variables that
+//! override it, and where the index lives.
+//!
+//! The file is found at an explicit path (`--config PATH`), else
+//! `$DELOOP_CONFIG`, else `./deloop.toml` when it exists; with none of them
+//! every key takes its default. Environment variables override file values,
+//! and command-line flags override both (the caller applies them). Every key
+//! and variable is documented in `docs/oracle.md`. Unknown keys are errors,
+//! so a typo never passes silently, and every [`ConfigError`] names the key
+//! or variable at fault. API keys are never printed (`Debug` redacts them).
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::path::Path;
+//! use deloop_config::{Config, DEFAULT_DB};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("deloop.toml"), "[oracle]\nmode = \"help\"\nk = 4\n").unwrap();
+//! let env = HashMap::from([("DELOOP_MODE".to_string(), "tutor".to_string())]);
+//! let config = Config::load_with(None, &env, dir.path()).unwrap();
+//! assert_eq!(config.oracle.mode, "tutor"); // the environment wins over the file
+//! assert_eq!(config.oracle.k, 4);
+//! let db = config.db_path(None);
+//! assert_eq!(db.path, Path::new(DEFAULT_DB));
+//! assert!(!db.explicit);
+//!
+//! let err = Config::parse("[oracle]\nmdoe = \"help\"\n").unwrap_err();
+//! assert!(err.to_string().contains("mdoe"));
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use deloop_core::repetition::ClampConfig;
+use deloop_llm::LlmConfig;
+use serde::Deserialize;
+
+/// The index path when neither a flag, `$DELOOP_DB` nor `[index] db` names one.
+pub const DEFAULT_DB: &str = ".deloop/index.db";
+
+/// The environment variables this crate reads (besides those of
+/// [`deloop_llm::ENV_VARS`], which it reads too).
+pub const ENV_VARS: &[&str] = &[
+    "DELOOP_CONFIG",
+    "DELOOP_DB",
+    "DELOOP_EMBEDDER",
+    "DELOOP_MINILM_DIR",
+    "DELOOP_MODE",
+    "DELOOP_RETRIEVAL",
+    "DELOOP_HYDE",
+    "DELOOP_HYDE_QUERY_VECTOR",
+    "DELOOP_STREAM",
+    "DELOOP_LLM_TIMEOUT",
+];
+
+/// A configuration the user must fix. Every message names the file, key or
+/// variable at fault and what is expected; the CLI reports it with exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read the config file {}: {cause}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why (kept out of the error chain: the message already says it).
+        cause: std::io::Error,
+    },
+    /// The config file is not valid TOML, has an unknown key or a value of
+    /// the wrong type (the message names the key and its line).
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, naming the key.
+        message: String,
+    },
+    /// An environment variable has a value of the wrong kind.
+    #[error("{var}={value:?} is not {expected}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it must be, and what to do.
+        expected: &'static str,
+    },
+    /// A key (from the file, the environment or a flag) has a value outside
+    /// its allowed set.
+    #[error("{key} {value:?} is not {expected}")]
+    Invalid {
+        /// The key, e.g. `mode` or `[oracle] k`.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What it must be.
+        expected: String,
+    },
+    /// The `[llm]` section or its variables are invalid (e.g. an unknown
+    /// `DELOOP_LLM_PROVIDER`, an OpenAI-compatible provider without a model).
+    #[error(transparent)]
+    Llm(#[from] deloop_llm::LlmError),
+}
+
+impl ConfigError {
+    /// An [`ConfigError::Invalid`] value.
+    pub fn invalid(
+        key: impl Into<String>,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            key: key.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
+    }
+}
+
+/// `[index]`: where the index lives and which embedder fills it.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexSection {
+    /// The SQLite index file (`DELOOP_DB`; default [`DEFAULT_DB`]).
+    pub db: Option<PathBuf>,
+    /// `auto` (MiniLM when its files are found, else none), `minilm`,
+    /// `gemini`, `openai` or `none` (`DELOOP_EMBEDDER`).
+    pub embedder: Option<String>,
+    /// Directory with the MiniLM files (`DELOOP_MINILM_DIR`).
+    pub minilm_dir: Option<PathBuf>,
+}
+
+/// `[oracle]`: how the oracle (`deloop ask`, `/api/oracle`) retrieves and
+/// answers. Values are checked where they are used (`deloop-oracle`), so a
+/// command-line flag can still override a bad file value.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OracleSection {
+    /// `oracle`, `help` or `tutor` (`DELOOP_MODE`; default `oracle`).
+    pub mode: String,
+    /// Passages retrieved for the answer (6).
+    pub k: usize,
+    /// `hybrid`, `lexical` or `vector` (`DELOOP_RETRIEVAL`; default `hybrid`).
+    pub retrieval: String,
+    /// Use HyDE for retrieval when an LLM is configured (`DELOOP_HYDE`; false).
+    pub hyde: bool,
+    /// HyDE query vector: `average` (default) or `concat`
+    /// (`DELOOP_HYDE_QUERY_VECTOR`).
+    pub hyde_query_vector: String,
+    /// HyDE call timeout in seconds (15).
+    pub hyde_timeout_secs: u64,
+    /// Answer call timeout in seconds, retries included (`DELOOP_LLM_TIMEOUT`; 60).
+    pub timeout_secs: u64,
+    /// Output token limit of the answer (2048).
+    pub max_output_tokens: u32,
+    /// Sampling temperature of the answer (0.4).
+    pub temperature: f32,
+    /// Stream the answer under the streaming loop guard (`DELOOP_STREAM`; true).
+    pub stream: bool,
+    /// `auto`, `es` or `en`: the answer language (auto = detect from the question).
+    pub language: String,
+}
+
+impl Default for OracleSection {
+    fn default() -> Self {
+        OracleSection {
+            mode: "oracle".into(),
+            k: 6,
+            retrieval: "hybrid".into(),
+            hyde: false,
+            // deloop-oracle's `QueryVectorMode::default()` (a test there
+            // checks that the two agree).
+            hyde_query_vector: "average".into(),
+            hyde_timeout_secs: 15,
+            timeout_secs: 60,
+            max_output_tokens: 2048,
+            temperature: 0.4,
+            stream: true,
+            language: "auto".into(),
+        }
+    }
+}
+
+/// `[guards]`: the answer guards.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardsSection {
+    /// A loop cut leaving fewer characters than this degrades to the
+    /// mode's fallback (20).
+    pub min_answer_chars: usize,
+    /// The repetition guards (`[guards.clamp.words]`,
+    /// `[guards.clamp.substring]`, `[guards.clamp.healthy]`; see
+    /// docs/repetition.md).
+    pub clamp: ClampConfig,
+}
+
+impl Default for GuardsSection {
+    fn default() -> Self {
+        GuardsSection {
+            min_answer_chars: 20,
+            clamp: ClampConfig::default(),
+        }
+    }
+}
+
+/// `[server]`: settings of `deloop serve` (none yet; the table is accepted
+/// so the server can add its keys here).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[llm]`: provider, model, endpoints, keys, retries (see docs/llm.md).
+    pub llm: LlmConfig,
+    /// `[index]`.
+    pub index: IndexSection,
+    /// `[oracle]`.
+    pub oracle: OracleSection,
+    /// `[guards]`.
+    pub guards: GuardsSection,
+    /// `[server]`.
+    pub server: ServerSection,
+    /// Where the file came from (none: defaults and environment only).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// The index path and how it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbPath {
+    /// The SQLite file.
+    pub path: PathBuf,
+    /// True when it was named (flag, `$DELOOP_DB` or `[index] db`); false
+    /// for [`DEFAULT_DB`], which `deloop ask` may build from the embedded
+    /// docs when it is missing.
+    pub explicit: bool,
+}
+
+/// The variables of [`ENV_VARS`] and [`deloop_llm::ENV_VARS`] set in the
+/// process environment.
+pub fn env_snapshot() -> HashMap<String, String> {
+    ENV_VARS
+        .iter()
+        .chain(deloop_llm::ENV_VARS.iter())
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect()
+}
+
+fn parse_bool(var: &'static str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(ConfigError::Env {
+            var,
+            value: other.to_owned(),
+            expected: "a boolean; use true or false",
+        }),
+    }
+}
+
+impl Config {
+    /// Loads the file (`explicit`, else `$DELOOP_CONFIG`, else
+    /// `./deloop.toml` if present) and applies the process environment.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::load_with(explicit, &env_snapshot(), Path::new("."))
+    }
+
+    /// [`Config::load`] with an explicit environment and working directory.
+    pub fn load_with(
+        explicit: Option<&Path>,
+        env: &HashMap<String, String>,
+        cwd: &Path,
+    ) -> Result<Config, ConfigError> {
+        let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let path = match (explicit, get("DELOOP_CONFIG")) {
+            (Some(p), _) => Some(p.to_path_buf()),
+            (None, Some(p)) => Some(PathBuf::from(p)),
+            (None, None) => {
+                let p = cwd.join("deloop.toml");
+                p.is_file().then_some(p)
+            }
+        };
+        let mut config = match &path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|cause| ConfigError::Read {
+                    path: p.clone(),
+                    cause,
+                })?;
+                Config::parse(&text).map_err(|e| ConfigError::Parse {
+                    path: p.clone(),
+                    message: e.to_string(),
+                })?
+            }
+            None => Config::default(),
+        };
+        config.source = path;
+        config.apply_env(env)?;
+        Ok(config)
+    }
+
+    /// Parses the TOML text of a config file.
+    pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Applies the environment variables in `env` over the file values.
+    /// Empty variables are ignored.
+    pub fn apply_env(&mut self, env: &HashMap<String, String>) -> Result<(), ConfigError> {
+        let llm = std::mem::take(&mut self.llm);
+        self.llm = llm.with_env_map(env)?;
+        let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let Some(v) = get("DELOOP_DB") {
+            self.index.db = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_EMBEDDER") {
+            self.index.embedder = Some(v.to_string());
+        }
+        if let Some(v) = get("DELOOP_MINILM_DIR") {
+            self.index.minilm_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_MODE") {
+            self.oracle.mode = v.to_string();
+        }
+        if let Some(v) = get("DELOOP_RETRIEVAL") {
+            self.oracle.retrieval = v.to_string();
+        }
+        if let Some(v) = get("DELOOP_HYDE") {
+            self.oracle.hyde = parse_bool("DELOOP_HYDE", v)?;
+        }
+        if let Some(v) = get("DELOOP_HYDE_QUERY_VECTOR") {
+            self.oracle.hyde_query_vector = v.to_string();
+        }
+        if let Some(v) = get("DELOOP_STREAM") {
+            self.oracle.stream = parse_bool("DELOOP_STREAM", v)?;
+        }
+        if let Some(v) = get("DELOOP_LLM_TIMEOUT") {
+            self.oracle.timeout_secs = v.parse().map_err(|_| ConfigError::Env {
+                var: "DELOOP_LLM_TIMEOUT",
+                value: v.to_owned(),
+                expected: "a whole number of seconds",
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The index path: `flag`, else the configured one (`$DELOOP_DB` or
+    /// `[index] db`), else [`DEFAULT_DB`]. Every command resolves it here.
+    pub fn db_path(&self, flag: Option<&Path>) -> DbPath {
+        match (flag, &self.index.db) {
+            (Some(p), _) => DbPath {
+                path: p.to_path_buf(),
+                explicit: true,
+            },
+            (None, Some(p)) => DbPath {
+                path: p.clone(),
+                explicit: true,
+            },
+            (None, None) => DbPath {
+                path: PathBuf::from(DEFAULT_DB),
+                explicit: false,
+            },
+        }
+    }
+
+    /// The answer call timeout (at least 1 s).
+    pub fn answer_timeout(&self) -> Duration {
+        Duration::from_secs(self.oracle.timeout_secs.max(1))
+    }
+
+    /// The HyDE call timeout (at least 1 s).
+    pub fn hyde_timeout(&self) -> Duration {
+        Duration::from_secs(self.oracle.hyde_timeout_secs.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_without_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::load_with(None, &env(&[]), dir.path()).unwrap();
+        assert_eq!(c.source, None);
+        assert_eq!(c.oracle.k, 6);
+        assert_eq!(
+            c.db_path(None),
+            DbPath {
+                path: PathBuf::from(DEFAULT_DB),
+                explicit: false
+            }
+        );
+        assert_eq!(c.llm.effective_provider(), None);
+    }
+
+    #[test]
+    fn file_then_env_then_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("deloop.toml"),
+            "[llm]\nmodel = \"file-model\"\n[index]\ndb = \"file.db\"\n\
+             [oracle]\nmode = \"help\"\nhyde = true\nk = 3\n[guards]\nmin_answer_chars = 30\n\
+             [guards.clamp.words]\nmin_run = 20\n[server]\n",
+        )
+        .unwrap();
+        let c = Config::load_with(None, &env(&[]), dir.path()).unwrap();
+        assert_eq!(c.llm.model.as_deref(), Some("file-model"));
+        assert_eq!(c.oracle.mode, "help");
+        assert!(c.oracle.hyde);
+        assert_eq!(c.guards.min_answer_chars, 30);
+        assert_eq!(c.guards.clamp.words.min_run, 20);
+        assert_eq!(
+            c.db_path(None),
+            DbPath {
+                path: PathBuf::from("file.db"),
+                explicit: true
+            }
+        );
+        let c = Config::load_with(
+            None,
+            &env(&[
+                ("DELOOP_MODEL", "env-model"),
+                ("DELOOP_DB", "env.db"),
+                ("DELOOP_HYDE", "false"),
+            ]),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(c.llm.model.as_deref(), Some("env-model"));
+        assert!(!c.oracle.hyde);
+        assert_eq!(
+            c.db_path(Some(Path::new("flag.db"))).path,
+            PathBuf::from("flag.db")
+        );
+        assert_eq!(c.db_path(None).path, PathBuf::from("env.db"));
+    }
+
+    #[test]
+    fn explicit_paths_and_errors_name_the_culprit() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.toml");
+        let err = Config::load_with(Some(&missing), &env(&[]), dir.path()).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+        assert!(err.to_string().contains("nope.toml"), "{err}");
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[oracle]\nmdoe = \"help\"\n").unwrap();
+        let err = Config::load_with(
+            None,
+            &env(&[("DELOOP_CONFIG", bad.to_str().unwrap())]),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }), "{err:?}");
+        assert!(err.to_string().contains("mdoe"), "{err}");
+        assert!(err.to_string().contains("bad.toml"), "{err}");
+        let err =
+            Config::load_with(None, &env(&[("DELOOP_HYDE", "maybe")]), dir.path()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "DELOOP_HYDE=\"maybe\" is not a boolean; use true or false"
+        );
+        let err =
+            Config::load_with(None, &env(&[("DELOOP_LLM_TIMEOUT", "1m")]), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("DELOOP_LLM_TIMEOUT"), "{err}");
+        let err =
+            Config::load_with(None, &env(&[("DELOOP_LLM_PROVIDER", "x")]), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("DELOOP_LLM_PROVIDER"), "{err}");
+        let err = Config::parse("[server]\nlisten = 1\n").unwrap_err();
+        assert!(err.to_string().contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn hostile_files_are_errors_not_panics() {
+        for text in [
+            "[".repeat(100_000),
+            "a = ".to_string() + &"[".repeat(100_000),
+            "\u{0}\u{feff}".into(),
+            "[oracle]\nk = -1\n".into(),
+            "[oracle]\nk = 1e400\n".into(),
+        ] {
+            assert!(Config::parse(&text).is_err());
+        }
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn keys_are_not_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::load_with(
+            None,
+            &env(&[
+                ("GEMINI_API_KEY", "SECRET-1"),
+                ("OPENAI_API_KEY", "SECRET-2"),
+            ]),
+            dir.path(),
+        )
+        .unwrap();
+        assert!(!format!("{c:?}").contains("SECRET"));
+    }
+}
