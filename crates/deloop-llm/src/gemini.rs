@@ -12,7 +12,7 @@ use crate::call::{self, Provider};
 use crate::config::{ApiKey, RetryPolicy, DEFAULT_GEMINI_BASE_URL};
 use crate::guard::{event_json, StreamChunk};
 use crate::retry::{self, FeatureFallback};
-use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Usage};
+use crate::types::{fold_prompt, FinishReason, GenerateRequest, Generation, JsonMode, Role, Usage};
 use crate::LlmError;
 
 /// Finish reasons and block reasons that mean "the provider refused".
@@ -216,9 +216,19 @@ impl FeatureFallback for GeminiClient {
                 }
             }
         }
-        let mut body = json!({
-            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
-        });
+        let mut contents: Vec<Value> = req
+            .history
+            .iter()
+            .map(|t| {
+                let role = match t.role {
+                    Role::User => "user",
+                    Role::Assistant => "model",
+                };
+                json!({"role": role, "parts": [{"text": t.content}]})
+            })
+            .collect();
+        contents.push(json!({"role": "user", "parts": [{"text": prompt}]}));
+        let mut body = json!({ "contents": contents });
         if caps.system_instruction {
             if let Some(system) = &req.system {
                 body["systemInstruction"] = json!({"parts": [{"text": system}]});

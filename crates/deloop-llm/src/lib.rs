@@ -46,7 +46,9 @@ pub use error::LlmError;
 pub use gemini::GeminiClient;
 pub use openai::OpenAiClient;
 pub use tokio_util::sync::CancellationToken;
-pub use types::{FinishReason, GenerateRequest, Generation, JsonMode, Usage, DEFAULT_TIMEOUT};
+pub use types::{
+    FinishReason, GenerateRequest, Generation, JsonMode, Role, Turn, Usage, DEFAULT_TIMEOUT,
+};
 
 /// A generation client for the configured provider.
 #[derive(Debug)]

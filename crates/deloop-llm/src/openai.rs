@@ -171,6 +171,9 @@ impl FeatureFallback for OpenAiClient {
         if let Some(system) = &req.system {
             messages.push(json!({"role": "system", "content": system}));
         }
+        for turn in &req.history {
+            messages.push(json!({"role": turn.role.as_str(), "content": turn.content}));
+        }
         messages.push(json!({"role": "user", "content": fold_prompt(req, false, json_in_prompt)}));
         let mut body = json!({"model": self.model, "messages": messages});
         if let Some(t) = req.temperature {

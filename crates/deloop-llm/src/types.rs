@@ -16,11 +16,45 @@ pub enum JsonMode {
     Schema(serde_json::Value),
 }
 
-/// One single-turn generation request, provider-neutral.
+/// Who spoke an earlier turn of a dialogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The user (Gemini role `user`, OpenAI role `user`).
+    User,
+    /// The model (Gemini role `model`, OpenAI role `assistant`).
+    Assistant,
+}
+
+impl Role {
+    /// `user` or `assistant`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One earlier turn of a dialogue, sent before the request's own prompt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Turn {
+    /// Who spoke.
+    pub role: Role,
+    /// What was said.
+    pub content: String,
+}
+
+/// One generation request, provider-neutral: a system instruction, earlier
+/// dialogue turns (none for a single-turn request) and the user's prompt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerateRequest {
     /// The system instruction, if any.
     pub system: Option<String>,
+    /// Earlier turns of the dialogue, oldest first, sent before `prompt`
+    /// (Gemini `contents` with roles `user`/`model`, OpenAI `messages` with
+    /// roles `user`/`assistant`).
+    pub history: Vec<Turn>,
     /// The user turn.
     pub prompt: String,
     /// Sampling temperature.
@@ -45,6 +79,7 @@ impl GenerateRequest {
     pub fn new(prompt: impl Into<String>) -> Self {
         GenerateRequest {
             system: None,
+            history: Vec::new(),
             prompt: prompt.into(),
             temperature: None,
             top_p: None,

@@ -11,7 +11,7 @@ use common::{
 };
 use deloop_llm::{
     ApiKey, CancellationToken, FinishReason, GeminiClient, GenerateRequest, Generation, JsonMode,
-    LlmClient, LlmError,
+    LlmClient, LlmError, Role, Turn,
 };
 use serde_json::{json, Value};
 
@@ -779,4 +779,33 @@ async fn a_non_json_success_body_is_a_decode_error_without_retry() {
         "{err:?}"
     );
     assert_eq!(fake.hits(), 1);
+}
+
+#[tokio::test]
+async fn history_turns_come_before_the_prompt_with_gemini_roles() {
+    let fake = Fake::start(vec![Reply::Json(200, answer(r#"{"answer":"sí"}"#, "STOP"))]).await;
+    let mut req = json_request();
+    req.history = vec![
+        Turn {
+            role: Role::User,
+            content: "¿Qué es un bucle?".into(),
+        },
+        Turn {
+            role: Role::Assistant,
+            content: "Una unidad repetida.".into(),
+        },
+    ];
+    client(&fake)
+        .generate(&req, &CancellationToken::new())
+        .await
+        .unwrap();
+    let contents = fake.seen()[0].body["contents"].clone();
+    assert_eq!(
+        contents,
+        json!([
+            {"role": "user", "parts": [{"text": "¿Qué es un bucle?"}]},
+            {"role": "model", "parts": [{"text": "Una unidad repetida."}]},
+            {"role": "user", "parts": [{"text": "¿Qué es la auditoría suprema?"}]},
+        ])
+    );
 }

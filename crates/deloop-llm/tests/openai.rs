@@ -10,7 +10,7 @@ use common::{
 };
 use deloop_llm::{
     ApiKey, CancellationToken, FinishReason, GenerateRequest, JsonMode, LlmClient, LlmConfig,
-    LlmError, OpenAiClient,
+    LlmError, OpenAiClient, Role, Turn,
 };
 use serde_json::{json, Value};
 
@@ -323,4 +323,36 @@ async fn llm_client_from_env_map_talks_to_the_configured_server() {
         .unwrap();
     assert_eq!(g.text, "pong");
     assert_eq!(fake.seen()[0].body["model"], "qwen2.5");
+}
+
+#[tokio::test]
+async fn history_turns_go_between_the_system_message_and_the_prompt() {
+    let fake = Fake::start(vec![Reply::Sse(vec![
+        delta(r#"{"answer":"ok"}"#, Some("stop")),
+        "[DONE]".into(),
+    ])])
+    .await;
+    let mut req = json_request();
+    req.history = vec![
+        Turn {
+            role: Role::User,
+            content: "What is a loop?".into(),
+        },
+        Turn {
+            role: Role::Assistant,
+            content: "A repeated unit.".into(),
+        },
+    ];
+    let (g, _) = stream_guarded(&LlmClient::OpenAi(client(&fake, None)), &req).await;
+    assert_eq!(g.text, r#"{"answer":"ok"}"#);
+    let messages = fake.seen()[0].body["messages"].clone();
+    assert_eq!(
+        messages,
+        json!([
+            {"role": "system", "content": "Answer as JSON with key answer."},
+            {"role": "user", "content": "What is a loop?"},
+            {"role": "assistant", "content": "A repeated unit."},
+            {"role": "user", "content": "What is the supreme audit?"},
+        ])
+    );
 }

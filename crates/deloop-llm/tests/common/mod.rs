@@ -39,6 +39,9 @@ pub enum Reply {
     },
     /// An SSE stream that sends these events and then stalls (never ends).
     SseThenStall(Vec<String>),
+    /// An SSE stream that sends these events and then breaks the
+    /// connection (the body fails mid-stream).
+    SseThenDrop(Vec<String>),
     /// Waits, then sends the reply.
     Slow(Duration, Box<Reply>),
 }
@@ -185,6 +188,22 @@ async fn respond(reply: Reply, probe: Arc<StreamProbe>) -> Response {
                         Some((Ok::<_, Infallible>(sse_event(&events[i])), i + 1))
                     } else {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
+                        None
+                    }
+                }
+            });
+            sse_response(Body::from_stream(stream))
+        }
+        Reply::SseThenDrop(events) => {
+            let stream = futures_util::stream::unfold(0usize, move |i| {
+                let events = events.clone();
+                async move {
+                    if i < events.len() {
+                        Some((Ok(sse_event(&events[i])), i + 1))
+                    } else if i == events.len() {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Some((Err(std::io::Error::other("connection dropped")), i + 1))
+                    } else {
                         None
                     }
                 }
