@@ -2,7 +2,7 @@
 //! reciprocal rank fusion of both, with a lexical fallback.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use rusqlite::params;
 
@@ -19,7 +19,7 @@ const MAX_QUERY_TERMS: usize = 64;
 const MIN_FUSION_DEPTH: usize = 100;
 
 /// Which retrieval to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Retrieval {
     /// Lexical and vector results fused by reciprocal rank fusion.
@@ -38,6 +38,23 @@ impl Retrieval {
             Retrieval::Hybrid => "hybrid",
             Retrieval::Lexical => "lexical",
             Retrieval::Vector => "vector",
+        }
+    }
+
+    /// Parses `hybrid`, `lexical` or `vector` (any case, surrounding
+    /// spaces ignored).
+    ///
+    /// ```
+    /// use deloop_index::Retrieval;
+    /// assert_eq!(Retrieval::parse(" Lexical "), Some(Retrieval::Lexical));
+    /// assert_eq!(Retrieval::parse("bm25"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Retrieval> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "hybrid" => Some(Retrieval::Hybrid),
+            "lexical" => Some(Retrieval::Lexical),
+            "vector" => Some(Retrieval::Vector),
+            _ => None,
         }
     }
 }
@@ -201,9 +218,9 @@ impl Index {
     }
 
     /// All vectors, loaded once and kept until the next write.
-    fn vector_cache(&self) -> Result<Rc<VectorCache>> {
+    fn vector_cache(&self) -> Result<Arc<VectorCache>> {
         if let Some(c) = self.vectors.borrow().as_ref() {
-            return Ok(Rc::clone(c));
+            return Ok(Arc::clone(c));
         }
         let mut cache = VectorCache::default();
         let mut st = self
@@ -227,8 +244,8 @@ impl Index {
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             );
         }
-        let cache = Rc::new(cache);
-        *self.vectors.borrow_mut() = Some(Rc::clone(&cache));
+        let cache = Arc::new(cache);
+        *self.vectors.borrow_mut() = Some(Arc::clone(&cache));
         Ok(cache)
     }
 

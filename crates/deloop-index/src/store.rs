@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -101,12 +101,13 @@ pub(crate) struct VectorCache {
 
 /// A deloop index: one SQLite file (or an in-memory database).
 ///
-/// Not `Sync`: open one per thread.
+/// `Send` but not `Sync` (an SQLite connection): move it between threads,
+/// or open one per concurrent reader (deloop-oracle keeps a small pool).
 #[derive(Debug)]
 pub struct Index {
     pub(crate) conn: Connection,
     pub(crate) options: IndexOptions,
-    pub(crate) vectors: RefCell<Option<Rc<VectorCache>>>,
+    pub(crate) vectors: RefCell<Option<Arc<VectorCache>>>,
     path: Option<PathBuf>,
 }
 
@@ -383,6 +384,13 @@ fn create_schema(conn: &Connection, options: &IndexOptions) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server moves connections between threads (deloop-oracle's pool).
+    #[test]
+    fn an_index_can_move_between_threads() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Index>();
+    }
 
     #[test]
     fn fts5_is_available_in_the_bundled_sqlite() {
