@@ -19,6 +19,51 @@ pub const MAX_CONTEXT_CHARS: usize = 12_000;
 /// At most this many characters of the question go into a prompt.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
 
+/// At most this many characters of one earlier dialogue turn go into a prompt.
+pub const MAX_TURN_CHARS: usize = 2_000;
+/// At most this many earlier dialogue turns go into a prompt (the newest).
+pub const MAX_HISTORY_TURNS: usize = 16;
+/// At most this many characters of earlier turns in total go into a prompt.
+pub const MAX_HISTORY_CHARS: usize = 8_000;
+
+/// The earlier turns of a dialogue as they go into a prompt: empty turns
+/// dropped, each cut to [`MAX_TURN_CHARS`], and only the newest that fit in
+/// [`MAX_HISTORY_TURNS`] and [`MAX_HISTORY_CHARS`] kept (oldest first), so a
+/// long conversation never grows the prompt without bound.
+///
+/// ```
+/// use deloop_llm::{Role, Turn};
+/// use deloop_oracle::prompts::{history_turns, MAX_HISTORY_TURNS};
+/// let many: Vec<Turn> = (0..100)
+///     .map(|i| Turn { role: Role::User, content: format!("turn {i}") })
+///     .collect();
+/// let kept = history_turns(&many);
+/// assert_eq!(kept.len(), MAX_HISTORY_TURNS);
+/// assert_eq!(kept.last().unwrap().content, "turn 99");
+/// ```
+pub fn history_turns(history: &[deloop_llm::Turn]) -> Vec<deloop_llm::Turn> {
+    let mut kept = Vec::new();
+    let mut chars = 0;
+    for turn in history.iter().rev() {
+        let text = turn.content.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let text = truncate_chars(text, MAX_TURN_CHARS);
+        let n = text.chars().count();
+        if kept.len() == MAX_HISTORY_TURNS || chars + n > MAX_HISTORY_CHARS {
+            break;
+        }
+        chars += n;
+        kept.push(deloop_llm::Turn {
+            role: turn.role,
+            content: text.into_owned(),
+        });
+    }
+    kept.reverse();
+    kept
+}
+
 /// A prompt ready for an LLM: instructions, the user turn and the schema of
 /// the JSON reply.
 #[derive(Debug, Clone, PartialEq)]

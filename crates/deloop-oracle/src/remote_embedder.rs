@@ -15,7 +15,8 @@ use deloop_llm::EmbeddingClient;
 #[derive(Debug)]
 pub struct RemoteEmbedder {
     client: EmbeddingClient,
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped (see the `Drop` impl).
+    runtime: Option<tokio::runtime::Runtime>,
     id: String,
     dim: usize,
 }
@@ -32,7 +33,7 @@ impl RemoteEmbedder {
         let id = client.id();
         let mut this = RemoteEmbedder {
             client,
-            runtime,
+            runtime: Some(runtime),
             id,
             dim: dim.unwrap_or(0),
         };
@@ -51,7 +52,10 @@ impl RemoteEmbedder {
 
     fn run(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let owned: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        let call = || self.runtime.block_on(self.client.embed(&owned));
+        let Some(runtime) = &self.runtime else {
+            return Err(EmbedError::Unavailable("the embedder was shut down".into()));
+        };
+        let call = || runtime.block_on(self.client.embed(&owned));
         let result = if tokio::runtime::Handle::try_current().is_ok() {
             std::thread::scope(|s| s.spawn(call).join())
                 .map_err(|_| EmbedError::Failed("the embedding thread panicked".into()))?
@@ -90,5 +94,16 @@ impl Embedder for RemoteEmbedder {
             )));
         }
         Ok(vectors)
+    }
+}
+
+impl Drop for RemoteEmbedder {
+    /// Shuts the runtime down without blocking: a plain drop of a runtime
+    /// panics inside an async context, where a server may well drop the
+    /// oracle that owns this embedder.
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }

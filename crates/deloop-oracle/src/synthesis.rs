@@ -226,6 +226,9 @@ pub struct AnswerOptions {
     pub temperature: f32,
     /// The answer guards.
     pub guards: ReplyGuards,
+    /// Earlier turns of the dialogue, oldest first (already bounded by
+    /// [`crate::prompts::history_turns`]); empty for a single question.
+    pub history: Vec<deloop_llm::Turn>,
 }
 
 impl Default for AnswerOptions {
@@ -238,6 +241,7 @@ impl Default for AnswerOptions {
             max_output_tokens: 2048,
             temperature: 0.4,
             guards: ReplyGuards::default(),
+            history: Vec::new(),
         }
     }
 }
@@ -256,6 +260,9 @@ pub struct LlmAnswer {
     pub loop_cut: bool,
     /// Characters received after the cut and discarded (0 when not cut).
     pub saved_chars: usize,
+    /// What the streaming loop guard found, when it cut the reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loop_report: Option<deloop_core::repetition::ClampReport>,
     /// HTTP attempts made (retries and capability fallbacks included).
     pub attempts: u32,
 }
@@ -269,6 +276,7 @@ pub fn answer_request(
     let prompt = crate::prompts::answer_prompt(opts.mode, opts.language, question, passages);
     let mut req = deloop_llm::GenerateRequest::new(prompt.user);
     req.system = Some(prompt.system);
+    req.history = opts.history.clone();
     req.json = deloop_llm::JsonMode::Schema(prompt.schema);
     req.temperature = Some(opts.temperature);
     req.max_output_tokens = Some(opts.max_output_tokens);
@@ -331,6 +339,7 @@ pub async fn synthesize(
                 streamed: opts.stream,
                 loop_cut: false,
                 saved_chars: 0,
+                loop_report: None,
                 attempts: 0,
             });
         }
@@ -356,6 +365,7 @@ pub async fn synthesize(
         streamed: opts.stream,
         loop_cut: end == ReplyEnd::LoopCut,
         saved_chars: generation.saved_chars,
+        loop_report: generation.loop_cut,
         attempts: generation.attempts,
     })
 }

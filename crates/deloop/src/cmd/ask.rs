@@ -430,6 +430,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     clamp: config.guards.clamp.clone(),
                     min_chars: config.guards.min_answer_chars,
                 },
+                history: Vec::new(),
             };
             let cancel = deloop_llm::CancellationToken::new();
             match rt.block_on(synthesize(

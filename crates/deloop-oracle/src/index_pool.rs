@@ -1,0 +1,282 @@
+//! The oracle's index: opened (or built from the embedded docs) once, then
+//! shared by concurrent asks through a small pool of SQLite connections,
+//! and the embedders that fill it and embed queries.
+//!
+//! A rusqlite connection may move between threads but not be shared, so
+//! each retrieval borrows a connection of its own from the pool for the
+//! few milliseconds of its SQLite work (never across an LLM call); a new
+//! one is opened when all are busy, and at most [`MAX_IDLE`] are kept.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use deloop_config::{Config, ConfigError};
+use deloop_index::{Embedder, Index};
+
+use crate::remote_embedder::RemoteEmbedder;
+use crate::settings::{Settings, EMBEDDERS};
+use crate::OracleError;
+
+/// Idle connections kept for reuse (more may be open while busy).
+pub(crate) const MAX_IDLE: usize = 8;
+
+/// An embedder shared by concurrent asks.
+pub(crate) type SharedEmbedder = Box<dyn Embedder + Send + Sync>;
+
+/// The pool of connections to one index file.
+pub(crate) struct IndexPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Index>>,
+}
+
+impl std::fmt::Debug for IndexPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexPool")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IndexPool {
+    /// A pool over `path`, starting with the connection `first`.
+    pub fn new(path: PathBuf, first: Index) -> Self {
+        IndexPool {
+            path,
+            idle: Mutex::new(vec![first]),
+        }
+    }
+
+    /// Runs `f` with a connection of its own (blocking: call it from a
+    /// blocking thread in async code).
+    pub fn with<T>(&self, f: impl FnOnce(&Index) -> T) -> Result<T, deloop_index::Error> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let index = match idle {
+            Some(index) => index,
+            None => Index::open_existing(&self.path)?,
+        };
+        let out = f(&index);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(index);
+        }
+        Ok(out)
+    }
+}
+
+/// The query embedder matching the index's vectors, or why there is none
+/// (retrieval then falls back to lexical and reports the reason).
+#[derive(Default)]
+pub(crate) struct QueryEmbedder {
+    pub embedder: Option<SharedEmbedder>,
+    pub problem: Option<String>,
+}
+
+impl std::fmt::Debug for QueryEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEmbedder")
+            .field(
+                "embedder",
+                &self.embedder.as_ref().map(|e| e.id().to_owned()),
+            )
+            .field("problem", &self.problem)
+            .finish()
+    }
+}
+
+fn minilm(dir: Option<&Path>) -> Result<deloop_index::MiniLm, deloop_index::EmbedError> {
+    deloop_index::MiniLm::load(&deloop_index::find_minilm_dir(dir)?)
+}
+
+/// The embedder named by `[index] embedder` for building the default
+/// index; `Ok(None)` means lexical only.
+fn build_embedder(
+    config: &Config,
+    settings: &Settings,
+) -> Result<Option<SharedEmbedder>, OracleError> {
+    let name = settings.embedder.as_str();
+    match name {
+        "none" => Ok(None),
+        "auto" => match minilm(settings.minilm_dir.as_deref()) {
+            Ok(m) => Ok(Some(Box::new(m))),
+            Err(e) => {
+                tracing::info!(error = %e, "MiniLM not available; lexical only");
+                Ok(None)
+            }
+        },
+        "minilm" => Ok(Some(Box::new(
+            minilm(settings.minilm_dir.as_deref())
+                .map_err(|e| OracleError::Embedder(e.to_string()))?,
+        ))),
+        "gemini" | "openai" => {
+            let client = deloop_llm::EmbeddingClient::from_config(&config.llm)
+                .map_err(|e| OracleError::Embedder(e.to_string()))?
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        "embedder",
+                        name,
+                        "usable without an LLM provider: configure one (docs/llm.md) \
+                         or choose minilm or none",
+                    )
+                })?;
+            Ok(Some(Box::new(
+                RemoteEmbedder::new(client, None)
+                    .map_err(|e| OracleError::Embedder(e.to_string()))?,
+            )))
+        }
+        other => Err(ConfigError::invalid("embedder", other, EMBEDDERS).into()),
+    }
+}
+
+/// The query embedder matching the embedder recorded in `index`.
+pub(crate) fn query_embedder(config: &Config, index: &Index) -> QueryEmbedder {
+    let problem = |p: String| QueryEmbedder {
+        embedder: None,
+        problem: Some(p),
+    };
+    let info = match index.embedder_info() {
+        Ok(Some(info)) if !info.is_none() => info,
+        Ok(_) => return QueryEmbedder::default(),
+        Err(e) => return problem(format!("cannot read the index's embedder: {e}")),
+    };
+    if info.id.starts_with("minilm:") {
+        return match minilm(config.index.minilm_dir.as_deref()) {
+            Ok(m) => QueryEmbedder {
+                embedder: Some(Box::new(m)),
+                problem: None,
+            },
+            Err(e) => problem(format!(
+                "the index's embedder {} is not available: {e}",
+                info.id
+            )),
+        };
+    }
+    let client = match deloop_llm::EmbeddingClient::from_config(&config.llm) {
+        Ok(Some(c)) if c.id() == info.id => c,
+        Ok(Some(c)) => {
+            return problem(format!(
+                "the index's vectors are from {}, the configured embedder is {}",
+                info.id,
+                c.id()
+            ))
+        }
+        Ok(None) => {
+            return problem(format!(
+                "the index's embedder {} needs an LLM provider configured",
+                info.id
+            ))
+        }
+        Err(e) => return problem(e.to_string()),
+    };
+    match RemoteEmbedder::new(client, Some(info.dim)) {
+        Ok(e) => QueryEmbedder {
+            embedder: Some(Box::new(e)),
+            problem: None,
+        },
+        Err(e) => problem(e.to_string()),
+    }
+}
+
+/// An opened index, the root its embedded sources are shown relative to,
+/// the notes to report, and the query embedder when opening needed it.
+pub(crate) struct OpenedIndex {
+    pub path: PathBuf,
+    pub index: Index,
+    pub root: Option<PathBuf>,
+    pub notes: Vec<String>,
+    pub embedder: Option<QueryEmbedder>,
+}
+
+/// Opens the index: an explicit path must exist; the default one is built
+/// from the embedded docs when missing, and refreshed when this binary
+/// ships newer docs. `on_note` hears each step as it happens.
+pub(crate) fn open_index(
+    config: &Config,
+    settings: &Settings,
+    flag: Option<&Path>,
+    on_note: &dyn Fn(&str),
+) -> Result<OpenedIndex, OracleError> {
+    let deloop_config::DbPath { path: db, explicit } = config.db_path(flag);
+    let root = crate::embedded::embedded_root(&db);
+    let root = std::fs::canonicalize(&root).ok();
+    if db.is_file() {
+        let mut index = Index::open_existing(&db)?;
+        let mut notes = Vec::new();
+        let mut embedder = None;
+        // A default index built by an older binary: refresh its documents.
+        if let Some(r) = root
+            .as_deref()
+            .filter(|r| !explicit && crate::embedded::is_stale(r))
+        {
+            let query = query_embedder(config, &index);
+            let lexical = matches!(index.embedder_info(), Ok(Some(ref i)) if i.is_none());
+            if query.embedder.is_some() || lexical {
+                match crate::embedded::refresh_default_index(
+                    &mut index,
+                    r,
+                    query.embedder.as_deref().map(|e| e as &dyn Embedder),
+                ) {
+                    Ok(n) => notes.push(format!(
+                        "refreshed {n} embedded document(s) in {} (this binary ships newer docs)",
+                        db.display()
+                    )),
+                    Err(e) => tracing::warn!(error = %e, "cannot refresh the embedded docs"),
+                }
+            } else if let Some(p) = &query.problem {
+                tracing::warn!(problem = %p, "embedded docs are stale but cannot be re-embedded");
+            }
+            for n in &notes {
+                on_note(n);
+            }
+            embedder = Some(query);
+        }
+        return Ok(OpenedIndex {
+            path: db,
+            index,
+            root,
+            notes,
+            embedder,
+        });
+    }
+    if explicit {
+        return Err(OracleError::NoIndex { path: db });
+    }
+    let embedder = build_embedder(config, settings)?;
+    if let Some(e) = &embedder {
+        on_note(&format!(
+            "no index at {}: building it from deloop's embedded documentation \
+             with {} (first run only; embedding takes a little while)...",
+            db.display(),
+            e.id()
+        ));
+    }
+    let (index, built) =
+        crate::embedded::build_default_index(&db, embedder.as_deref().map(|e| e as &dyn Embedder))?;
+    let how = if built.embedder == "none" {
+        "lexical search only (MiniLM model files not found: run scripts/setup-model.sh for vectors)"
+            .to_string()
+    } else {
+        format!("vectors from {}", built.embedder)
+    };
+    let note = format!(
+        "no index at {}: built it from deloop's embedded documentation ({} documents, {} chunks, {how})",
+        db.display(),
+        built.documents,
+        built.chunks
+    );
+    on_note(&note);
+    // The embedder that filled the index also embeds the queries.
+    let embedder = match embedder {
+        Some(e) if e.id() == built.embedder => Some(QueryEmbedder {
+            embedder: Some(e),
+            problem: None,
+        }),
+        _ => None,
+    };
+    Ok(OpenedIndex {
+        path: db,
+        index,
+        root: Some(built.root),
+        notes: vec![note],
+        embedder,
+    })
+}

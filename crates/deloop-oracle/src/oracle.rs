@@ -1,0 +1,783 @@
+//! [`Oracle`]: the whole ask flow as one value — the index opened once
+//! (built from the embedded docs when missing), the query embedder loaded
+//! once, the LLM client, and per question: HyDE, retrieval, synthesis,
+//! guards and citations. The CLI, the server and MCP share it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use deloop_config::{Config, ConfigError};
+use deloop_index::{Embedder, Retrieval, SearchRequest};
+use deloop_llm::LlmClient;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::Sender;
+
+use crate::ask::{
+    AskEvent, AskOutcome, AskRequest, AskStatus, CutEvent, DeltaEvent, ErrorEvent, MetaEvent,
+    SourcesEvent,
+};
+use crate::extractive::{extractive_answer, ExtractiveReason};
+use crate::hyde::PassageCache;
+use crate::hyde::{hyde_passage, HydeOutcome};
+use crate::index_pool::{open_index, query_embedder, IndexPool, QueryEmbedder};
+use crate::language::{detect_language, Language};
+use crate::report::{AskReport, HydeInfo, PassageInfo, RetrievalInfo};
+use crate::retrieve::{passage_from_match, query_vector, retrieve, IndexCache, RetrieveOptions};
+use crate::settings::{check_k, Settings};
+use crate::synthesis::{synthesize, AnswerOptions, DegradedReason};
+use crate::types::Passage;
+
+/// Why the oracle could not open or could not answer. LLM failures are not
+/// errors: they end in an extractive answer (see [`AskStatus::LlmFailed`]).
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    /// The configuration is invalid (the message names the key).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An explicitly named index does not exist.
+    #[error("no index at {path}: run `deloop index --db {path} PATH...` first to index your documents", path = .path.display())]
+    NoIndex {
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// The request is invalid: an empty question, `k` out of range.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The index failed (SQLite, a corrupt or foreign file).
+    #[error(transparent)]
+    Index(#[from] deloop_index::Error),
+    /// The embedder chosen to build the default index failed to load.
+    #[error("the embedder failed: {0}")]
+    Embedder(String),
+    /// A retrieval task panicked or was cancelled (a bug; reported, not
+    /// propagated as a panic).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl OracleError {
+    /// True when the caller must fix its input or configuration (CLI exit
+    /// 2, HTTP 4xx); false for runtime failures (exit 1, HTTP 5xx).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            OracleError::Config(_) | OracleError::NoIndex { .. } | OracleError::BadRequest(_)
+        )
+    }
+
+    /// A short machine name: `config`, `no_index`, `bad_request`, `index`,
+    /// `embedder` or `internal`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OracleError::Config(_) => "config",
+            OracleError::NoIndex { .. } => "no_index",
+            OracleError::BadRequest(_) => "bad_request",
+            OracleError::Index(_) => "index",
+            OracleError::Embedder(_) => "embedder",
+            OracleError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// Options of [`Oracle::open_with`].
+#[derive(Default)]
+pub struct OpenOptions<'a> {
+    /// Build no LLM client, even when one is configured: every answer is
+    /// extractive and the `[llm]` settings are not checked (`deloop ask
+    /// --no-llm`). Remote query embedders still use `[llm]`.
+    pub extractive_only: bool,
+    /// Hears what opening does as it happens (building or refreshing the
+    /// default index; the first build can take a while). Default: logged at
+    /// `info`.
+    pub on_note: Option<&'a dyn Fn(&str)>,
+}
+
+/// The library oracle, ready to answer many questions at once.
+///
+/// `Oracle` is `Send + Sync`; share it behind an [`Arc`] (it is also cheap
+/// to clone). Each ask borrows an SQLite connection of its own for its
+/// retrieval only, so concurrent asks never wait on each other's LLM calls.
+/// There is no global state: two oracles over two indexes are independent.
+///
+/// ```no_run
+/// use deloop_config::Config;
+/// use deloop_oracle::{AskRequest, Mode, Oracle};
+///
+/// # async fn demo() -> Result<(), deloop_oracle::OracleError> {
+/// let config = Config::load(None)?; // deloop.toml and the environment
+/// // Opens .deloop/index.db, building it from deloop's own docs if missing.
+/// let oracle = std::sync::Arc::new(Oracle::open(&config, None)?);
+/// let mut req = AskRequest::new("How do I stop a looping stream?");
+/// req.mode = Some(Mode::Help);
+/// let outcome = oracle.ask(req).await?;
+/// println!("{}", outcome.report.answer);
+/// # Ok(()) }
+/// ```
+///
+/// Offline, without an LLM, the oracle answers extractively:
+///
+/// ```
+/// use deloop_config::Config;
+/// use deloop_oracle::{AskRequest, AskStatus, Oracle};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("loops.md"), "# Loops\n\nCancel the stream when the watcher fires.\n").unwrap();
+/// let db = dir.path().join("index.db");
+/// let mut index = deloop_index::Index::open(&db).unwrap();
+/// index.index_paths(&[dir.path().to_path_buf()], None, &mut |_| {}).unwrap();
+/// drop(index);
+///
+/// let oracle = Oracle::open(&Config::default(), Some(&db)).unwrap();
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// let outcome = rt.block_on(oracle.ask(AskRequest::new("How do I cancel the stream?"))).unwrap();
+/// assert_eq!(outcome.status, AskStatus::Answered);
+/// assert_eq!(outcome.report.provider, "extractive");
+/// assert!(outcome.report.answer.contains("watcher fires"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Oracle {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: Settings,
+    /// The configuration, for loading the query embedder when first needed.
+    config: Config,
+    client: Option<LlmClient>,
+    provider: &'static str,
+    pool: IndexPool,
+    /// Sources under this directory (the embedded docs) are shown relative
+    /// to it.
+    root: Option<PathBuf>,
+    /// Loaded on the first ask that needs vectors, then shared.
+    embedder: OnceLock<QueryEmbedder>,
+    notes: Vec<String>,
+}
+
+/// The provider name for reports.
+fn provider_name(config: &Config) -> &'static str {
+    match config.llm.effective_provider() {
+        Some(deloop_llm::Provider::Gemini) => "gemini",
+        Some(deloop_llm::Provider::Openai) => "openai",
+        None => "extractive",
+    }
+}
+
+/// Everything an ask resolved from its request and the defaults.
+struct Resolved {
+    question: String,
+    mode: crate::types::Mode,
+    language: Language,
+    retrieval: Retrieval,
+    k: usize,
+    hyde: bool,
+    stream: bool,
+    use_llm: bool,
+    history: Vec<deloop_llm::Turn>,
+}
+
+/// Forwards events to the caller's channel, if any. A closed receiver
+/// (the client went away) silently stops the forwarding, never the ask.
+struct Events {
+    tx: Option<Sender<AskEvent>>,
+    /// Delta text not yet accepted by a full channel.
+    pending: String,
+    deltas: usize,
+}
+
+impl Events {
+    fn new(tx: Option<Sender<AskEvent>>) -> Self {
+        Events {
+            tx,
+            pending: String::new(),
+            deltas: 0,
+        }
+    }
+
+    async fn send(&mut self, event: AskEvent) {
+        self.flush().await;
+        if let Some(tx) = &self.tx {
+            if tx.send(event).await.is_err() {
+                self.tx = None;
+            }
+        }
+    }
+
+    /// Queues answer text without waiting (called from inside the LLM
+    /// stream); text a full channel refuses is sent with the next delta.
+    fn delta(&mut self, text: &str) {
+        let Some(tx) = &self.tx else { return };
+        self.deltas += 1;
+        self.pending.push_str(text);
+        let event = AskEvent::Delta(DeltaEvent {
+            text: std::mem::take(&mut self.pending),
+        });
+        match tx.try_send(event) {
+            Ok(()) => {}
+            Err(TrySendError::Full(AskEvent::Delta(d))) => self.pending = d.text,
+            Err(TrySendError::Full(_)) => {}
+            Err(TrySendError::Closed(_)) => self.tx = None,
+        }
+    }
+
+    async fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.pending);
+        if let Some(tx) = &self.tx {
+            if tx.send(AskEvent::Delta(DeltaEvent { text })).await.is_err() {
+                self.tx = None;
+            }
+        }
+    }
+}
+
+impl Oracle {
+    /// Opens the oracle: checks the configuration, builds the LLM client
+    /// (none when no provider is configured: answers are then extractive)
+    /// and opens the index at `db`, else the configured one (`$DELOOP_DB`,
+    /// `[index] db`), else `.deloop/index.db`. The default path is built
+    /// from deloop's embedded docs when missing; an explicit path that does
+    /// not exist is [`OracleError::NoIndex`].
+    ///
+    /// Blocking (SQLite, and embedding the docs on the first build): in
+    /// async code call it from `tokio::task::spawn_blocking`.
+    pub fn open(config: &Config, db: Option<&Path>) -> Result<Oracle, OracleError> {
+        Oracle::open_with(config, db, OpenOptions::default())
+    }
+
+    /// [`Oracle::open`] with options.
+    pub fn open_with(
+        config: &Config,
+        db: Option<&Path>,
+        options: OpenOptions<'_>,
+    ) -> Result<Oracle, OracleError> {
+        let settings = Settings::from_config(config)?;
+        let client = if options.extractive_only {
+            None
+        } else {
+            LlmClient::from_config(&config.llm).map_err(ConfigError::from)?
+        };
+        let log_note = |note: &str| tracing::info!(%note, "opening the oracle");
+        let on_note = options.on_note.unwrap_or(&log_note);
+        let opened = open_index(config, &settings, db, on_note)?;
+        let embedder = OnceLock::new();
+        if let Some(e) = opened.embedder {
+            let _ = embedder.set(e);
+        }
+        Ok(Oracle {
+            inner: Arc::new(Inner {
+                provider: provider_name(config),
+                settings,
+                config: config.clone(),
+                client,
+                pool: IndexPool::new(opened.path, opened.index),
+                root: opened.root,
+                embedder,
+                notes: opened.notes,
+            }),
+        })
+    }
+
+    /// What opening did (built or refreshed the default index), for the
+    /// caller to report; empty when the index was simply opened.
+    pub fn notes(&self) -> &[String] {
+        &self.inner.notes
+    }
+
+    /// The LLM's provider (`gemini`, `openai`), or `extractive` without one.
+    pub fn provider(&self) -> &str {
+        if self.inner.client.is_some() {
+            self.inner.provider
+        } else {
+            "extractive"
+        }
+    }
+
+    /// The LLM's model, or `extractive` without one.
+    pub fn model(&self) -> &str {
+        self.inner
+            .client
+            .as_ref()
+            .map_or("extractive", LlmClient::model)
+    }
+
+    /// Answers one question. Upstream LLM faults (HTTP errors after the
+    /// retries, 429s, timeouts, dropped connections) never fail the ask:
+    /// they end in an extractive answer with `degraded: true` and
+    /// `llm_error` set ([`AskStatus::LlmFailed`]). Errors are bad requests
+    /// and index failures only.
+    ///
+    /// Dropping the future cancels the LLM request (its connection is
+    /// closed, so the server stops generating).
+    pub async fn ask(&self, req: AskRequest) -> Result<AskOutcome, OracleError> {
+        self.run(req, Events::new(None)).await
+    }
+
+    /// [`Oracle::ask`], sending [`AskEvent`]s to `events` as the ask runs:
+    /// `meta`, `sources`, `delta`*, `cut`?, `done` (or `error`). A closed
+    /// receiver only stops the events; the ask still completes.
+    pub async fn ask_with_events(
+        &self,
+        req: AskRequest,
+        events: Sender<AskEvent>,
+    ) -> Result<AskOutcome, OracleError> {
+        let mut sink = Events::new(Some(events));
+        match self.resolve(req) {
+            Ok(resolved) => {
+                let tx = sink.tx.clone();
+                let result = self.answer(resolved, &mut sink).await;
+                if let (Err(e), Some(tx)) = (&result, tx) {
+                    let _ = tx.send(error_event(e)).await;
+                }
+                result
+            }
+            Err(e) => {
+                sink.send(error_event(&e)).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn run(&self, req: AskRequest, mut sink: Events) -> Result<AskOutcome, OracleError> {
+        let resolved = self.resolve(req)?;
+        self.answer(resolved, &mut sink).await
+    }
+
+    fn resolve(&self, req: AskRequest) -> Result<Resolved, OracleError> {
+        let s = &self.inner.settings;
+        let question = req.question.trim().to_owned();
+        if question.is_empty() {
+            return Err(OracleError::BadRequest("the question is empty".into()));
+        }
+        let k = check_k(req.k.unwrap_or(s.k)).map_err(OracleError::BadRequest)?;
+        let language = req
+            .lang
+            .or(s.language)
+            .unwrap_or_else(|| detect_language(&question));
+        Ok(Resolved {
+            mode: req.mode.unwrap_or(s.mode),
+            language,
+            retrieval: req.retrieval.unwrap_or(s.retrieval),
+            k,
+            hyde: req.hyde.unwrap_or(s.hyde),
+            stream: req.stream.unwrap_or(s.stream),
+            use_llm: !req.no_llm && self.inner.client.is_some(),
+            history: crate::prompts::history_turns(&req.history),
+            question,
+        })
+    }
+
+    /// Runs blocking index work (SQLite, query embedding) on a blocking
+    /// thread with a pooled connection.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner, &deloop_index::Index) -> T + Send + 'static,
+    ) -> Result<T, OracleError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.pool.with(|index| f(&inner, index)))
+            .await
+            .map_err(|e| OracleError::Internal(format!("the index task failed: {e}")))?
+            .map_err(OracleError::from)
+    }
+
+    /// HyDE with the cache in the index and the fallback to the question.
+    async fn hyde(&self, client: &LlmClient, question: &str, lang: Language) -> HydeOutcome {
+        let model = client.model().to_owned();
+        let key = question.to_owned();
+        let cached = {
+            let (model, key) = (model.clone(), key.clone());
+            self.blocking(move |_, index| IndexCache(index).get(&model, &key))
+                .await
+        };
+        match cached {
+            Ok(Some(passage)) => {
+                tracing::debug!("HyDE passage from the cache");
+                return HydeOutcome {
+                    passage: Some(passage),
+                    cached: true,
+                    fallback_reason: None,
+                };
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the HyDE cache"),
+        }
+        let cancel = deloop_llm::CancellationToken::new();
+        let params = &self.inner.settings.hyde_params;
+        match hyde_passage(client, &key, lang, params, &cancel).await {
+            Ok(passage) => {
+                let stored = passage.clone();
+                if let Err(e) = self
+                    .blocking(move |_, index| IndexCache(index).put(&model, &key, &stored))
+                    .await
+                {
+                    tracing::warn!(error = %e, "cannot write the HyDE cache");
+                }
+                HydeOutcome {
+                    passage: Some(passage),
+                    cached: false,
+                    fallback_reason: None,
+                }
+            }
+            Err(reason) => HydeOutcome::fallback(reason),
+        }
+    }
+
+    async fn answer(&self, r: Resolved, events: &mut Events) -> Result<AskOutcome, OracleError> {
+        let inner = &self.inner;
+        let client = inner.client.as_ref().filter(|_| r.use_llm);
+        events
+            .send(AskEvent::Meta(MetaEvent {
+                mode: r.mode,
+                lang: r.language,
+                retrieval: r.retrieval.name().into(),
+                provider: client.map_or("extractive", |_| inner.provider).into(),
+                model: client.map_or("extractive", LlmClient::model).into(),
+            }))
+            .await;
+
+        let hyde = match (r.hyde, client) {
+            (false, _) => None,
+            (true, Some(client)) => Some(self.hyde(client, &r.question, r.language).await),
+            (true, None) => Some(HydeOutcome::fallback("no LLM configured")),
+        };
+
+        let qv_mode = inner.settings.query_vector;
+        let (retrieved, embedder_problem) = {
+            let question = r.question.clone();
+            let passage = hyde.as_ref().and_then(|h| h.passage.clone());
+            let opts = RetrieveOptions {
+                mode: r.retrieval,
+                k: r.k,
+                query_vector: qv_mode,
+            };
+            self.blocking(move |inner, index| {
+                let (embedder, problem) = if opts.mode == Retrieval::Lexical {
+                    (None, None)
+                } else {
+                    let q = inner.query_embedder(index);
+                    (q.embedder.as_deref(), q.problem.clone())
+                };
+                let retrieved = retrieve(
+                    index,
+                    embedder.map(|e| e as &dyn Embedder),
+                    &question,
+                    passage.as_deref(),
+                    &opts,
+                    inner.root.as_deref(),
+                );
+                retrieved.map(|r| (r, problem))
+            })
+            .await??
+        };
+        let fallback_reason = match (&retrieved.fallback_reason, embedder_problem) {
+            (Some(_), Some(problem)) => Some(problem),
+            (reason, _) => reason.clone(),
+        };
+        let passages = retrieved.passages;
+        events
+            .send(AskEvent::Sources(SourcesEvent {
+                sources: passages.clone(),
+            }))
+            .await;
+
+        let mut report = AskReport {
+            question: r.question.clone(),
+            answer: String::new(),
+            mode: r.mode,
+            language: r.language,
+            degraded: false,
+            degraded_reason: None,
+            refusal: None,
+            clamped: false,
+            truncated: false,
+            citations: Vec::new(),
+            dropped_citations: 0,
+            provider: "extractive".into(),
+            model: "extractive".into(),
+            streamed: false,
+            loop_cut: false,
+            saved_chars: 0,
+            llm_error: None,
+            repairs: Vec::new(),
+            retrieval: RetrievalInfo {
+                requested: r.retrieval.name().into(),
+                used: retrieved.used.name().into(),
+                fallback_reason,
+                k: r.k,
+            },
+            hyde: hyde.map(|h| HydeInfo {
+                passage: h.passage,
+                cached: h.cached,
+                fallback_reason: h.fallback_reason,
+                query_vector: qv_mode.as_str().into(),
+            }),
+            passages: passages
+                .iter()
+                .map(|p| PassageInfo {
+                    source: p.source.clone(),
+                    start_line: p.start_line,
+                    end_line: p.end_line,
+                    score: p.score,
+                })
+                .collect(),
+            notes: Vec::new(),
+        };
+
+        let status = match client {
+            Some(client) => {
+                self.synthesize(client, &r, &passages, &mut report, events)
+                    .await
+            }
+            None => {
+                let ex = extractive_answer(&passages, r.language, ExtractiveReason::NoLlm);
+                report.answer = ex.answer;
+                report.citations = ex.citations;
+                AskStatus::Answered
+            }
+        };
+        if events.deltas == 0 {
+            let text = report.answer.clone();
+            events.delta(&text);
+        }
+        events.flush().await;
+        events.send(AskEvent::Done(Box::new(report.clone()))).await;
+        Ok(AskOutcome { report, status })
+    }
+
+    /// The LLM answer into `report`; an LLM failure becomes an extractive
+    /// answer that says so.
+    async fn synthesize(
+        &self,
+        client: &LlmClient,
+        r: &Resolved,
+        passages: &[Passage],
+        report: &mut AskReport,
+        events: &mut Events,
+    ) -> AskStatus {
+        let s = &self.inner.settings;
+        report.provider = self.inner.provider.into();
+        report.model = client.model().into();
+        let opts = AnswerOptions {
+            mode: r.mode,
+            language: r.language,
+            stream: r.stream,
+            timeout: s.answer_timeout,
+            max_output_tokens: s.max_output_tokens,
+            temperature: s.temperature,
+            guards: s.guards.clone(),
+            history: r.history.clone(),
+        };
+        // Cancels the request when this future is dropped (the client went
+        // away), besides the connection closing with it.
+        let cancel = deloop_llm::CancellationToken::new();
+        let _cancel_on_drop = cancel.clone().drop_guard();
+        let result = synthesize(client, &r.question, passages, &opts, &cancel, |text| {
+            events.delta(text)
+        })
+        .await;
+        match result {
+            Ok(a) => {
+                let s = a.synthesis;
+                report.answer = s.answer;
+                report.degraded = s.degraded;
+                report.degraded_reason = s.degraded_reason.map(|r| {
+                    serde_json::to_value(r)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                });
+                report.refusal = s.refusal;
+                report.clamped = s.clamped;
+                report.truncated = s.truncated;
+                report.citations = s.citations;
+                report.dropped_citations = s.dropped_citations;
+                report.repairs = s.repairs;
+                report.model = a.model;
+                report.streamed = a.streamed;
+                report.loop_cut = a.loop_cut;
+                report.saved_chars = a.saved_chars;
+                if let Some(cut) = a.loop_report.filter(|_| a.loop_cut) {
+                    events.flush().await;
+                    let detector = serde_json::to_value(cut.detector)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    events
+                        .send(AskEvent::Cut(CutEvent {
+                            detector,
+                            start: cut.start,
+                            saved_chars: a.saved_chars,
+                        }))
+                        .await;
+                }
+                match s.degraded_reason {
+                    Some(DegradedReason::NothingRescued) => AskStatus::NothingRescued,
+                    _ if report.clamped || report.loop_cut => AskStatus::LoopCut,
+                    _ => AskStatus::Answered,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the LLM call failed; answering extractively");
+                let ex = extractive_answer(passages, r.language, ExtractiveReason::LlmFailed);
+                report.answer = ex.answer;
+                report.citations = ex.citations;
+                report.degraded = true;
+                report.degraded_reason = Some("llm_failed".into());
+                report.llm_error = Some(e.to_string());
+                AskStatus::LlmFailed
+            }
+        }
+    }
+
+    /// Searches the index, as the MCP `search` tool does: `k` passages
+    /// (1 to [`crate::MAX_K`]) by `retrieval` (default `[oracle]
+    /// retrieval`), the query expanded by a HyDE passage when `hyde` is set
+    /// and an LLM is configured (else `hyde.fallback_reason` says why).
+    /// Sources of the embedded docs are relative, as in ask citations.
+    pub async fn search(
+        &self,
+        query: &str,
+        k: usize,
+        retrieval: Option<Retrieval>,
+        hyde: bool,
+    ) -> Result<SearchReport, OracleError> {
+        let query = query.trim().to_owned();
+        if query.is_empty() {
+            return Err(OracleError::BadRequest("the query is empty".into()));
+        }
+        let k = check_k(k).map_err(OracleError::BadRequest)?;
+        let mode = retrieval.unwrap_or(self.inner.settings.retrieval);
+        let qv_mode = self.inner.settings.query_vector;
+        let hyde = match (hyde, &self.inner.client) {
+            (false, _) => None,
+            (true, Some(client)) => {
+                let lang = detect_language(&query);
+                Some(self.hyde(client, &query, lang).await)
+            }
+            (true, None) => Some(HydeOutcome::fallback("no LLM configured")),
+        };
+        let passage = hyde.as_ref().and_then(|h| h.passage.clone());
+        let text = query.clone();
+        let (outcome, problem) = self
+            .blocking(move |inner, index| {
+                let mut problem = None;
+                let vector = if mode == Retrieval::Lexical {
+                    None
+                } else {
+                    let q = inner.query_embedder(index);
+                    problem = q.problem.clone();
+                    q.embedder.as_deref().and_then(|e| {
+                        query_vector(e, &text, passage.as_deref(), qv_mode)
+                            .map_err(|err| problem = Some(format!("the embedder failed: {err}")))
+                            .ok()
+                    })
+                };
+                let req = SearchRequest {
+                    text,
+                    vector,
+                    expansion: passage.filter(|p| !p.trim().is_empty()),
+                    k,
+                    mode,
+                    ..Default::default()
+                };
+                index.search(&req).map(|o| (o, problem))
+            })
+            .await??;
+        let hits = outcome
+            .matches
+            .iter()
+            .map(|m| {
+                let p = passage_from_match(m, self.inner.root.as_deref());
+                SearchHit {
+                    id: m.doc_id.clone().unwrap_or_else(|| m.chunk_id.to_string()),
+                    chunk_id: m.chunk_id,
+                    doc_id: m.doc_id.clone(),
+                    score: m.score,
+                    source: p.source,
+                    start_line: p.start_line,
+                    end_line: p.end_line,
+                    heading_trail: p.heading_trail,
+                    text: p.text,
+                }
+            })
+            .collect();
+        let fallback_reason = match (outcome.fallback_reason, problem) {
+            (Some(_), Some(problem)) => Some(problem),
+            (reason, _) => reason,
+        };
+        Ok(SearchReport {
+            query,
+            retrieval_requested: mode.name().into(),
+            retrieval_used: outcome.retrieval_used.name().into(),
+            fallback_reason,
+            hits,
+            hyde: hyde.map(|h| HydeInfo {
+                passage: h.passage,
+                cached: h.cached,
+                fallback_reason: h.fallback_reason,
+                query_vector: qv_mode.as_str().into(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    /// The query embedder, loaded on first use (blocking).
+    fn query_embedder(&self, index: &deloop_index::Index) -> &QueryEmbedder {
+        self.embedder
+            .get_or_init(|| query_embedder(&self.config, index))
+    }
+}
+
+fn error_event(e: &OracleError) -> AskEvent {
+    AskEvent::Error(ErrorEvent {
+        kind: e.kind().into(),
+        message: e.to_string(),
+    })
+}
+
+/// One search hit (the fields of `deloop search --json`'s hits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The BEIR doc id, else the chunk id.
+    pub id: String,
+    /// The chunk id in the index.
+    pub chunk_id: i64,
+    /// The BEIR doc id, for BEIR corpora.
+    pub doc_id: Option<String>,
+    /// The retrieval score (higher is better; the scale depends on the retrieval).
+    pub score: f32,
+    /// The source path (relative to the embedded docs' directory for them).
+    pub source: String,
+    /// First line (1-based).
+    pub start_line: u32,
+    /// Last line (1-based, inclusive).
+    pub end_line: u32,
+    /// The headings above the chunk, outermost first.
+    pub heading_trail: Vec<String>,
+    /// The chunk text.
+    pub text: String,
+}
+
+/// What [`Oracle::search`] found: the object `deloop search --json` prints
+/// for one query, plus `hyde` when HyDE was requested.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchReport {
+    /// The query (trimmed).
+    pub query: String,
+    /// `hybrid`, `lexical` or `vector`, as requested.
+    pub retrieval_requested: String,
+    /// The retrieval that ran.
+    pub retrieval_used: String,
+    /// Why it fell back to lexical, when it did.
+    pub fallback_reason: Option<String>,
+    /// Best first.
+    pub hits: Vec<SearchHit>,
+    /// HyDE, when requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hyde: Option<HydeInfo>,
+}
