@@ -16,9 +16,13 @@ pub enum Exit {
 }
 
 impl Exit {
-    /// The exit code for an error: [`BadInput`] maps to 2, anything else to 1.
+    /// The exit code for an error: [`BadInput`] and an invalid
+    /// configuration ([`deloop_config::ConfigError`]) map to 2, anything
+    /// else to 1.
     pub fn for_error(err: &anyhow::Error) -> Exit {
-        if err.downcast_ref::<BadInput>().is_some() {
+        if err.downcast_ref::<BadInput>().is_some()
+            || err.downcast_ref::<deloop_config::ConfigError>().is_some()
+        {
             Exit::Usage
         } else {
             Exit::Failure

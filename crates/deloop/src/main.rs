@@ -3,7 +3,6 @@
 //! lives here.
 
 mod cmd;
-mod config;
 mod exit;
 mod input;
 mod render;

@@ -1,21 +1,15 @@
 //! `deloop ask`: retrieve passages from an index (optionally with HyDE),
 //! answer with the configured LLM through the guarded reply pipeline, or
-//! extractively without one. See docs/oracle.md.
+//! extractively without one. See docs/oracle.md. The flow is
+//! `deloop_oracle::Oracle`; this module parses flags, reads the question
+//! and renders.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use deloop_index::{Embedder, Index, Retrieval};
-use deloop_llm::LlmClient;
-use deloop_oracle::extractive::{extractive_answer, ExtractiveReason};
-use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams, QueryVectorMode};
-use deloop_oracle::remote_embedder::RemoteEmbedder;
-use deloop_oracle::retrieve::{retrieve, IndexCache, RetrieveOptions};
-use deloop_oracle::synthesis::{synthesize, AnswerOptions, DegradedReason, ReplyGuards};
-use deloop_oracle::{detect_language, Language, Mode};
+use deloop_config::Config;
+use deloop_oracle::{AskRequest, AskStatus, OpenOptions, Oracle, OracleError};
 
-use crate::config::Config;
 use crate::exit::{BadInput, Exit};
-use crate::render::oracle::{AskReport, HydeInfo, PassageInfo, RetrievalInfo};
 
 /// Flags of `deloop ask`.
 #[derive(Debug, clap::Args)]
@@ -65,212 +59,13 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-fn parse_retrieval(s: &str) -> anyhow::Result<Retrieval> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "hybrid" => Ok(Retrieval::Hybrid),
-        "lexical" => Ok(Retrieval::Lexical),
-        "vector" => Ok(Retrieval::Vector),
-        other => Err(BadInput(format!(
-            "retrieval {other:?} is not one of hybrid, lexical, vector"
-        ))
-        .into()),
-    }
-}
-
-/// The HyDE query-vector mode from the config.
-pub(crate) fn query_vector_mode(config: &Config) -> anyhow::Result<QueryVectorMode> {
-    QueryVectorMode::parse(&config.oracle.hyde_query_vector).ok_or_else(|| {
-        BadInput(format!(
-            "hyde_query_vector {:?} is not `average` or `concat`",
-            config.oracle.hyde_query_vector
-        ))
-        .into()
-    })
-}
-
-/// The LLM client the config selects, if any.
-pub(crate) fn llm_client(config: &Config) -> anyhow::Result<Option<LlmClient>> {
-    LlmClient::from_config(&config.llm).map_err(|e| BadInput(e.to_string()).into())
-}
-
-/// The provider name for reports.
-pub(crate) fn provider_name(config: &Config) -> &'static str {
-    match config.llm.effective_provider() {
-        Some(deloop_llm::Provider::Gemini) => "gemini",
-        Some(deloop_llm::Provider::Openai) => "openai",
-        None => "extractive",
-    }
-}
-
-/// The embedder named by `name` (`auto`, `minilm`, `gemini`, `openai`,
-/// `none`) for building an index; `Ok(None)` means lexical only.
-fn build_embedder(config: &Config, name: &str) -> anyhow::Result<Option<Box<dyn Embedder>>> {
-    let minilm = || {
-        deloop_index::MiniLm::load(&deloop_index::find_minilm_dir(
-            config.index.minilm_dir.as_deref(),
-        )?)
-    };
-    match name.trim().to_ascii_lowercase().as_str() {
-        "none" => Ok(None),
-        "auto" => match minilm() {
-            Ok(m) => Ok(Some(Box::new(m))),
-            Err(e) => {
-                tracing::info!(error = %e, "MiniLM not available; lexical only");
-                Ok(None)
-            }
-        },
-        "minilm" => Ok(Some(Box::new(minilm()?))),
-        "gemini" | "openai" => {
-            let client =
-                deloop_llm::EmbeddingClient::from_config(&config.llm)?.ok_or_else(|| {
-                    BadInput(format!(
-                        "the {name} embedder needs an LLM provider configured"
-                    ))
-                })?;
-            Ok(Some(Box::new(RemoteEmbedder::new(client, None)?)))
-        }
-        other => Err(BadInput(format!(
-            "embedder {other:?} is not one of auto, minilm, gemini, openai, none"
-        ))
-        .into()),
-    }
-}
-
-/// The query embedder matching the embedder recorded in `index`, or why
-/// there is none (retrieval then falls back to lexical).
-pub(crate) fn query_embedder(
-    config: &Config,
-    index: &Index,
-) -> (Option<Box<dyn Embedder>>, Option<String>) {
-    let info = match index.embedder_info() {
-        Ok(Some(info)) if !info.is_none() => info,
-        Ok(_) => return (None, None),
-        Err(e) => return (None, Some(format!("cannot read the index's embedder: {e}"))),
-    };
-    if info.id.starts_with("minilm:") {
-        let loaded = deloop_index::find_minilm_dir(config.index.minilm_dir.as_deref())
-            .and_then(|dir| deloop_index::MiniLm::load(&dir));
-        return match loaded {
-            Ok(m) => (Some(Box::new(m)), None),
-            Err(e) => (
-                None,
-                Some(format!(
-                    "the index's embedder {} is not available: {e}",
-                    info.id
-                )),
-            ),
-        };
-    }
-    let client = match deloop_llm::EmbeddingClient::from_config(&config.llm) {
-        Ok(Some(c)) if c.id() == info.id => c,
-        Ok(Some(c)) => {
-            return (
-                None,
-                Some(format!(
-                    "the index's vectors are from {}, the configured embedder is {}",
-                    info.id,
-                    c.id()
-                )),
-            )
-        }
-        Ok(None) => {
-            return (
-                None,
-                Some(format!(
-                    "the index's embedder {} needs an LLM provider configured",
-                    info.id
-                )),
-            )
-        }
-        Err(e) => return (None, Some(e.to_string())),
-    };
-    match RemoteEmbedder::new(client, Some(info.dim)) {
-        Ok(e) => (Some(Box::new(e)), None),
-        Err(e) => (None, Some(e.to_string())),
-    }
-}
-
-/// An opened index and the root its embedded sources are shown relative to.
-pub(crate) struct OpenedIndex {
-    pub index: Index,
-    pub root: Option<PathBuf>,
-    pub notes: Vec<String>,
-}
-
-/// Opens the index for `ask`: an explicit path must exist; the default one
-/// is built from the embedded docs when missing.
-pub(crate) fn open_index(config: &Config, flag: Option<&Path>) -> anyhow::Result<OpenedIndex> {
-    let (db, explicit) = config.db_path(flag);
-    let root = deloop_oracle::embedded::embedded_root(&db);
-    let root = std::fs::canonicalize(&root).ok();
-    if db.is_file() {
-        let mut index = Index::open_existing(&db)?;
-        let mut notes = Vec::new();
-        // A default index built by an older binary: refresh its documents.
-        if let Some(r) = root
-            .as_deref()
-            .filter(|r| !explicit && deloop_oracle::embedded::is_stale(r))
-        {
-            let (embedder, problem) = query_embedder(config, &index);
-            let lexical = matches!(index.embedder_info(), Ok(Some(ref i)) if i.is_none());
-            if embedder.is_some() || lexical {
-                match deloop_oracle::embedded::refresh_default_index(
-                    &mut index,
-                    r,
-                    embedder.as_deref(),
-                ) {
-                    Ok(n) => notes.push(format!(
-                        "refreshed {n} embedded document(s) in {} (this binary ships newer docs)",
-                        db.display()
-                    )),
-                    Err(e) => tracing::warn!(error = %e, "cannot refresh the embedded docs"),
-                }
-            } else if let Some(p) = problem {
-                tracing::warn!(problem = %p, "embedded docs are stale but cannot be re-embedded");
-            }
-            for n in &notes {
-                eprintln!("deloop ask: {n}");
-            }
-        }
-        return Ok(OpenedIndex { index, root, notes });
-    }
-    if explicit {
-        return Err(BadInput(format!(
-            "no index at {}: run `deloop index --db {} PATH...` first to index your documents",
-            db.display(),
-            db.display()
-        ))
-        .into());
-    }
-    let name = config.index.embedder.as_deref().unwrap_or("auto");
-    let embedder = build_embedder(config, name)?;
-    if let Some(e) = &embedder {
-        eprintln!(
-            "deloop ask: no index at {}: building it from deloop's embedded documentation \
-             with {} (first run only; embedding takes a little while)...",
-            db.display(),
-            e.id()
-        );
-    }
-    let (index, built) = deloop_oracle::embedded::build_default_index(&db, embedder.as_deref())?;
-    let how = if built.embedder == "none" {
-        "lexical search only (MiniLM model files not found: run scripts/setup-model.sh for vectors)"
-            .to_string()
+/// An oracle error for the CLI: what the user must fix exits 2.
+fn cli_error(e: OracleError) -> anyhow::Error {
+    if e.is_usage() {
+        BadInput(e.to_string()).into()
     } else {
-        format!("vectors from {}", built.embedder)
-    };
-    let note = format!(
-        "no index at {}: built it from deloop's embedded documentation ({} documents, {} chunks, {how})",
-        db.display(),
-        built.documents,
-        built.chunks
-    );
-    eprintln!("deloop ask: {note}");
-    Ok(OpenedIndex {
-        index,
-        root: Some(built.root),
-        notes: vec![note],
-    })
+        e.into()
+    }
 }
 
 fn read_question(arg: &str) -> anyhow::Result<String> {
@@ -286,266 +81,59 @@ fn read_question(arg: &str) -> anyhow::Result<String> {
     Ok(q)
 }
 
+/// Flags override the environment and the file: they are written over
+/// the loaded configuration.
+fn apply_flags(config: &mut Config, args: &Args) {
+    let o = &mut config.oracle;
+    if let Some(mode) = &args.mode {
+        o.mode.clone_from(mode);
+    }
+    if let Some(retrieval) = &args.retrieval {
+        o.retrieval.clone_from(retrieval);
+    }
+    if let Some(k) = args.k {
+        o.k = k;
+    }
+    if let Some(lang) = &args.lang {
+        o.language.clone_from(lang);
+    }
+    if args.hyde {
+        o.hyde = true;
+    }
+    if args.no_stream {
+        o.stream = false;
+    }
+}
+
 /// Runs `deloop ask`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let config = Config::load(args.config.as_deref())?;
+    let mut config = Config::load(args.config.as_deref())?;
     let question = read_question(&args.question)?;
-    let mode_name = args
-        .mode
-        .clone()
-        .unwrap_or_else(|| config.oracle.mode.clone());
-    let mode = Mode::parse(&mode_name).ok_or_else(|| {
-        BadInput(format!(
-            "mode {mode_name:?} is not one of oracle, help, tutor"
-        ))
-    })?;
-    let retrieval_name = args
-        .retrieval
-        .clone()
-        .unwrap_or_else(|| config.oracle.retrieval.clone());
-    let retrieval = parse_retrieval(&retrieval_name)?;
-    let k = args.k.unwrap_or(config.oracle.k);
-    if k == 0 {
-        return Err(BadInput("--k must be at least 1".into()).into());
-    }
-    let lang_name = args
-        .lang
-        .clone()
-        .unwrap_or_else(|| config.oracle.language.clone());
-    let language = match lang_name.trim().to_ascii_lowercase().as_str() {
-        "auto" | "" => detect_language(&question),
-        other => Language::parse(other)
-            .ok_or_else(|| BadInput(format!("language {other:?} is not one of auto, es, en")))?,
-    };
-    let qv_mode = query_vector_mode(&config)?;
-    let client = if args.no_llm {
-        None
-    } else {
-        llm_client(&config)?
-    };
-
-    let opened = open_index(&config, args.db.as_deref())?;
-    let index = &opened.index;
-    let (embedder, embedder_problem) = if retrieval == Retrieval::Lexical {
-        (None, None)
-    } else {
-        query_embedder(&config, index)
-    };
-    let rt = runtime()?;
-
-    let hyde_wanted = args.hyde || config.oracle.hyde;
-    let hyde = if !hyde_wanted {
-        None
-    } else if let Some(client) = &client {
-        let params = HydeParams {
-            timeout: config.hyde_timeout(),
-            ..HydeParams::default()
-        };
-        Some(run_hyde(
-            &rt,
-            client,
-            &IndexCache(index),
-            &question,
-            language,
-            &params,
-        ))
-    } else {
-        Some(HydeOutcome::fallback("no LLM configured"))
-    };
-
-    let retrieved = retrieve(
-        index,
-        embedder.as_deref(),
-        &question,
-        hyde.as_ref().and_then(|h| h.passage.as_deref()),
-        &RetrieveOptions {
-            mode: retrieval,
-            k,
-            query_vector: qv_mode,
+    apply_flags(&mut config, &args);
+    let on_note = |note: &str| eprintln!("deloop ask: {note}");
+    let oracle = Oracle::open_with(
+        &config,
+        args.db.as_deref(),
+        OpenOptions {
+            extractive_only: args.no_llm,
+            on_note: Some(&on_note),
         },
-        opened.root.as_deref(),
-    )?;
-    let fallback_reason = match (&retrieved.fallback_reason, embedder_problem) {
-        (Some(_), Some(problem)) => Some(problem),
-        (reason, _) => reason.clone(),
-    };
-    let passages = retrieved.passages;
-
-    let mut report = AskReport {
-        question: question.clone(),
-        answer: String::new(),
-        mode,
-        language,
-        degraded: false,
-        degraded_reason: None,
-        refusal: None,
-        clamped: false,
-        truncated: false,
-        citations: Vec::new(),
-        dropped_citations: 0,
-        provider: "extractive".into(),
-        model: "extractive".into(),
-        streamed: false,
-        loop_cut: false,
-        saved_chars: 0,
-        llm_error: None,
-        repairs: Vec::new(),
-        retrieval: RetrievalInfo {
-            requested: retrieval.name().into(),
-            used: retrieved.used.name().into(),
-            fallback_reason,
-            k,
-        },
-        hyde: hyde.map(|h| HydeInfo {
-            passage: h.passage,
-            cached: h.cached,
-            fallback_reason: h.fallback_reason,
-            query_vector: qv_mode.as_str().into(),
-        }),
-        passages: passages
-            .iter()
-            .map(|p| PassageInfo {
-                source: p.source.clone(),
-                start_line: p.start_line,
-                end_line: p.end_line,
-                score: p.score,
-            })
-            .collect(),
-        notes: opened.notes,
-    };
-
-    let mut exit = Exit::Ok;
-    match &client {
-        Some(client) => {
-            report.provider = provider_name(&config).into();
-            report.model = client.model().into();
-            let opts = AnswerOptions {
-                mode,
-                language,
-                stream: config.oracle.stream && !args.no_stream,
-                timeout: config.answer_timeout(),
-                max_output_tokens: config.oracle.max_output_tokens,
-                temperature: config.oracle.temperature,
-                guards: ReplyGuards {
-                    clamp: config.guards.clamp.clone(),
-                    min_chars: config.guards.min_answer_chars,
-                },
-                history: Vec::new(),
-            };
-            let cancel = deloop_llm::CancellationToken::new();
-            match rt.block_on(synthesize(
-                client,
-                &question,
-                &passages,
-                &opts,
-                &cancel,
-                |_| {},
-            )) {
-                Ok(a) => {
-                    let s = a.synthesis;
-                    report.answer = s.answer;
-                    report.degraded = s.degraded;
-                    report.degraded_reason = s.degraded_reason.map(|r| {
-                        serde_json::to_value(r)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
-                    });
-                    report.refusal = s.refusal;
-                    report.clamped = s.clamped;
-                    report.truncated = s.truncated;
-                    report.citations = s.citations;
-                    report.dropped_citations = s.dropped_citations;
-                    report.repairs = s.repairs;
-                    report.model = a.model;
-                    report.streamed = a.streamed;
-                    report.loop_cut = a.loop_cut;
-                    report.saved_chars = a.saved_chars;
-                    exit = match s.degraded_reason {
-                        Some(DegradedReason::NothingRescued) => Exit::Failure,
-                        _ if report.clamped || report.loop_cut => Exit::LoopFound,
-                        _ => Exit::Ok,
-                    };
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the LLM call failed; answering extractively");
-                    let ex = extractive_answer(&passages, language, ExtractiveReason::LlmFailed);
-                    report.answer = ex.answer;
-                    report.citations = ex.citations;
-                    report.degraded = true;
-                    report.degraded_reason = Some("llm_failed".into());
-                    report.llm_error = Some(e.to_string());
-                    exit = Exit::Failure;
-                }
-            }
-        }
-        None => {
-            let ex = extractive_answer(&passages, language, ExtractiveReason::NoLlm);
-            report.answer = ex.answer;
-            report.citations = ex.citations;
-        }
-    }
-
+    )
+    .map_err(cli_error)?;
+    let outcome = runtime()?
+        .block_on(oracle.ask(AskRequest::new(question)))
+        .map_err(cli_error)?;
+    let mut report = outcome.report;
+    report.notes = oracle.notes().to_vec();
     if args.json {
         println!("{}", crate::render::oracle::json(&report));
     } else {
         print!("{}", crate::render::oracle::human(&report));
         eprintln!("{}", crate::render::oracle::summary(&report));
     }
-    Ok(exit)
-}
-
-/// HyDE for `deloop search --hyde`: the configured LLM, the HyDE settings
-/// of the config file / environment, and a runtime for the calls.
-pub(crate) struct SearchHyde {
-    rt: tokio::runtime::Runtime,
-    client: LlmClient,
-    params: HydeParams,
-    /// How the passage joins the query vector.
-    pub query_vector: QueryVectorMode,
-}
-
-impl SearchHyde {
-    /// From the config file (`$DELOOP_CONFIG` or `./deloop.toml`) and the
-    /// environment; an error when no LLM is configured.
-    pub(crate) fn from_config() -> anyhow::Result<Self> {
-        let config = Config::load(None)?;
-        let client = llm_client(&config)?.ok_or_else(|| {
-            BadInput(
-                "--hyde needs an LLM: set GEMINI_API_KEY, or OPENAI_BASE_URL and DELOOP_MODEL \
-                 (see docs/oracle.md)"
-                    .into(),
-            )
-        })?;
-        Ok(SearchHyde {
-            rt: runtime()?,
-            client,
-            params: HydeParams {
-                timeout: config.hyde_timeout(),
-                ..HydeParams::default()
-            },
-            query_vector: query_vector_mode(&config)?,
-        })
-    }
-
-    /// Sets the request's lexical expansion to the HyDE passage for its
-    /// text (cached in `index`), or leaves it unset when HyDE falls back;
-    /// the outcome says which.
-    pub(crate) fn expand(
-        &self,
-        index: &Index,
-        req: &mut deloop_index::SearchRequest,
-    ) -> HydeOutcome {
-        let lang = detect_language(&req.text);
-        let outcome = run_hyde(
-            &self.rt,
-            &self.client,
-            &IndexCache(index),
-            &req.text,
-            lang,
-            &self.params,
-        );
-        req.expansion = outcome.passage.clone();
-        outcome
-    }
+    Ok(match outcome.status {
+        AskStatus::Answered => Exit::Ok,
+        AskStatus::LoopCut => Exit::LoopFound,
+        AskStatus::NothingRescued | AskStatus::LlmFailed => Exit::Failure,
+    })
 }

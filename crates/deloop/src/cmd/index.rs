@@ -8,9 +8,6 @@ use deloop_index::{find_minilm_dir, EmbedError, Embedder, Index, IndexOptions, M
 use crate::exit::{BadInput, Exit};
 use crate::render::search::{index_stats, IndexProgress};
 
-/// Default index path when neither `--db` nor `DELOOP_DB` is given.
-pub const DEFAULT_DB: &str = ".deloop/index.db";
-
 /// Flags of `deloop index`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,7 +16,9 @@ pub struct Args {
     /// skipped). With `--format beir`: one `corpus.jsonl` file.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// The index file (created with its parent directory when missing).
+    /// The index file, created with its parent directory when missing
+    /// (default: `DELOOP_DB`, the config file's `[index] db`, else
+    /// `.deloop/index.db`).
     #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
     pub db: Option<PathBuf>,
     /// Input format: `files` (markdown/text) or `beir` (a BEIR corpus.jsonl
@@ -52,9 +51,10 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The index path: the flag (or `DELOOP_DB`), else `.deloop/index.db`.
-pub(crate) fn db_path(flag: Option<&Path>) -> PathBuf {
-    flag.map_or_else(|| PathBuf::from(DEFAULT_DB), Path::to_path_buf)
+/// The index path: the flag (or `DELOOP_DB`), else the config file's
+/// `[index] db`, else `.deloop/index.db`: the same resolution as `deloop ask`.
+pub(crate) fn db_path(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    Ok(deloop_config::Config::load(None)?.db_path(flag).path)
 }
 
 /// Loads the local MiniLM model from `dir`, else from where
@@ -65,7 +65,7 @@ pub(crate) fn load_minilm(dir: Option<&Path>) -> Result<MiniLm, EmbedError> {
 
 /// Runs `deloop index`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let db = db_path(args.db.as_deref());
+    let db = db_path(args.db.as_deref())?;
     let beir = args.format == "beir";
     if beir && args.paths.len() != 1 {
         return Err(BadInput("--format beir takes exactly one corpus.jsonl file".into()).into());

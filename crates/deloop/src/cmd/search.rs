@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use deloop_index::{Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
+use deloop_llm::LlmClient;
+use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams, QueryVectorMode};
+use deloop_oracle::retrieve::IndexCache;
 
 use crate::cmd::index::{db_path, load_minilm, map_index_error};
 use crate::exit::{BadInput, Exit};
@@ -26,7 +29,8 @@ pub struct Args {
     /// queries.jsonl); prints one line per query.
     #[arg(long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
-    /// The index file (default `.deloop/index.db`).
+    /// The index file (default: `DELOOP_DB`, the config file's `[index] db`,
+    /// else `.deloop/index.db`).
     #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
     pub db: Option<PathBuf>,
     /// Number of hits.
@@ -117,7 +121,7 @@ impl QueryEmbedder {
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     // HyDE (docs/oracle.md): the LLM from the config file / environment.
     let hyde = if args.hyde {
-        Some(crate::cmd::ask::SearchHyde::from_config()?)
+        Some(SearchHyde::from_config()?)
     } else {
         None
     };
@@ -127,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         "vector" => Retrieval::Vector,
         _ => Retrieval::Hybrid,
     };
-    let db = db_path(args.db.as_deref());
+    let db = db_path(args.db.as_deref())?;
     let index = Index::open_existing(&db).map_err(map_index_error)?;
     let embedder = QueryEmbedder::for_index(&index, mode, &args)?;
     let hyde_search = |index: &Index, mut req: SearchRequest| -> anyhow::Result<SearchOutcome> {
@@ -212,4 +216,66 @@ fn parse_query_line(line: &str) -> Result<(String, String), String> {
         .and_then(|t| t.as_str())
         .ok_or("missing `text` (a string)")?;
     Ok((id, text.to_string()))
+}
+
+/// HyDE for `deloop search --hyde`: the configured LLM, the HyDE settings
+/// of the config file / environment, and a runtime for the calls. (The
+/// server's and MCP's search is `deloop_oracle::Oracle::search`; this
+/// command keeps its own loop for batches of BEIR queries.)
+struct SearchHyde {
+    rt: tokio::runtime::Runtime,
+    client: LlmClient,
+    params: HydeParams,
+    /// How the passage joins the query vector.
+    query_vector: QueryVectorMode,
+}
+
+impl SearchHyde {
+    /// From the config file (`$DELOOP_CONFIG` or `./deloop.toml`) and the
+    /// environment; an error when no LLM is configured.
+    fn from_config() -> anyhow::Result<Self> {
+        let config = deloop_config::Config::load(None)?;
+        let client = LlmClient::from_config(&config.llm)
+            .map_err(|e| BadInput(e.to_string()))?
+            .ok_or_else(|| {
+                BadInput(
+                    "--hyde needs an LLM: set GEMINI_API_KEY, or OPENAI_BASE_URL and DELOOP_MODEL \
+                     (see docs/oracle.md)"
+                        .into(),
+                )
+            })?;
+        let query_vector =
+            QueryVectorMode::parse(&config.oracle.hyde_query_vector).ok_or_else(|| {
+                BadInput(format!(
+                    "hyde_query_vector {:?} is not `average` or `concat`",
+                    config.oracle.hyde_query_vector
+                ))
+            })?;
+        Ok(SearchHyde {
+            rt: crate::cmd::ask::runtime()?,
+            client,
+            params: HydeParams {
+                timeout: config.hyde_timeout(),
+                ..HydeParams::default()
+            },
+            query_vector,
+        })
+    }
+
+    /// Sets the request's lexical expansion to the HyDE passage for its
+    /// text (cached in `index`), or leaves it unset when HyDE falls back;
+    /// the outcome says which.
+    fn expand(&self, index: &Index, req: &mut SearchRequest) -> HydeOutcome {
+        let lang = deloop_oracle::detect_language(&req.text);
+        let outcome = run_hyde(
+            &self.rt,
+            &self.client,
+            &IndexCache(index),
+            &req.text,
+            lang,
+            &self.params,
+        );
+        req.expansion = outcome.passage.clone();
+        outcome
+    }
 }
