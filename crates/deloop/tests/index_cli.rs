@@ -294,3 +294,32 @@ fn errors_say_what_to_do() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `deloop index`, `search` and `ask` agree on the index path: the config
+/// file's `[index] db` when neither `--db` nor `DELOOP_DB` is given.
+#[test]
+fn every_command_reads_the_index_path_from_the_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    std::fs::write(tmp.path().join("deloop.toml"), "[index]\ndb = \"my.db\"\n").unwrap();
+    let out = deloop(tmp.path(), &["index", "--embedder", "none", "-q", "docs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(tmp.path().join("my.db").is_file());
+    assert!(!tmp.path().join(".deloop").exists());
+    let out = deloop(tmp.path(), &["search", "--json", "contrasena"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("cuenta.md"));
+    let out = deloop(
+        tmp.path(),
+        &["ask", "--json", "¿Cómo cambio la contraseña?"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("cuenta.md"));
+    // The flag still wins, and a bad config file is a usage error here too.
+    let out = deloop(tmp.path(), &["search", "--db", "other.db", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    std::fs::write(tmp.path().join("deloop.toml"), "[index]\nbd = 1\n").unwrap();
+    let out = deloop(tmp.path(), &["index", "-q", "docs"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("bd"), "{}", text(&out.stderr));
+}

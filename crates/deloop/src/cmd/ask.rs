@@ -109,6 +109,9 @@ fn apply_flags(config: &mut Config, args: &Args) {
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let mut config = Config::load(args.config.as_deref())?;
     let question = read_question(&args.question)?;
+    if args.k == Some(0) {
+        return Err(BadInput("--k must be at least 1".into()).into());
+    }
     apply_flags(&mut config, &args);
     let on_note = |note: &str| eprintln!("deloop ask: {note}");
     let oracle = Oracle::open_with(
