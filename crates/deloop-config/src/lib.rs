@@ -208,11 +208,8 @@ impl Default for GuardsSection {
     }
 }
 
-/// `[server]`: settings of `deloop serve` (none yet; the table is accepted
-/// so the server can add its keys here).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerSection {}
+pub mod server;
+pub use server::{ServerSettings, SessionSettings, SettingsError};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -227,7 +224,7 @@ pub struct Config {
     /// `[guards]`.
     pub guards: GuardsSection,
     /// `[server]`.
-    pub server: ServerSection,
+    pub server: ServerSettings,
     /// Where the file came from (none: defaults and environment only).
     #[serde(skip)]
     pub source: Option<PathBuf>,

@@ -28,7 +28,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod routes;
 pub mod sessions;
-pub mod settings;
 pub mod state;
 pub mod streams;
 
@@ -43,9 +42,11 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
+/// The `[server]` table, defined with the rest of `deloop.toml`.
+pub use deloop_config::server as settings;
+pub use deloop_config::server::{ServerSettings, SessionSettings, SettingsError};
 pub use error::{ApiError, ApiJson};
 pub use mcp::{serve_stdio, McpServer};
-pub use settings::{ServerSettings, SessionSettings, SettingsError};
 pub use state::AppState;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

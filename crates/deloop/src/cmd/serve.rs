@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::config::Config;
 use crate::exit::{BadInput, Exit};
+use deloop_config::Config;
 
 /// Flags of `deloop serve`.
 ///
