@@ -20,10 +20,15 @@
 //! ```
 
 mod error;
+mod number;
 mod parser;
 mod partial;
+mod quote_rule;
+mod repairs;
 mod scan;
 mod strings;
+mod tail;
+mod tree;
 
 pub use error::RescueError;
 pub use partial::{partial_string, PartialExtractor};
@@ -185,7 +190,7 @@ pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued
 /// one. Follows the same path as [`rescue_with`] with default options,
 /// except that after a `</think>` only the text after it is searched (a
 /// stream may still bring the answer there).
-pub(crate) fn rescue_located(raw: &str, key: &str) -> Option<(String, Option<parser::StrCtx>)> {
+pub(crate) fn rescue_located(raw: &str, key: &str) -> Option<(String, Option<quote_rule::StrCtx>)> {
     let opts = RescueOptions::default();
     check_size(raw, &opts).ok()?;
     let from = scan::after_think(raw).unwrap_or(0);
@@ -246,6 +251,6 @@ fn check_size(raw: &str, opts: &RescueOptions) -> Result<(), RescueError> {
     Ok(())
 }
 
-fn ordered(rep: parser::Repairs) -> Vec<Repair> {
+fn ordered(rep: repairs::Repairs) -> Vec<Repair> {
     rep.list
 }

@@ -4,14 +4,15 @@
 //! once (re-running the batch parser only while it has not been found, at
 //! geometrically spaced buffer lengths), then decodes only the new bytes.
 //! At an unescaped quote it asks the batch parser's own closing-quote rule
-//! ([`Parser::final_verdict`]) and waits while that rule's look-ahead still
+//! ([`QuoteRule::final_verdict`]) and waits while that rule's look-ahead still
 //! reaches the end of the buffer, so batch and streaming cannot drift.
 //! Text that the batch parser could still drop when the input ends (a
 //! trailing run of whitespace, commas or closers, and text after an inner
 //! quote that still looks like structure) is held back until it is certain;
 //! [`PartialExtractor::finish`] flushes it by running the batch parser once.
 
-use super::parser::{Kind, Parser, Repairs, StrCtx, Verdict};
+use super::quote_rule::{Kind, QuoteRule, StrCtx, Verdict};
+use super::repairs::Repairs;
 use super::rescue;
 
 /// The text of `key` so far, given a prefix of a streamed JSON reply.
@@ -224,10 +225,10 @@ impl PartialExtractor {
                 if len < next_eval {
                     return;
                 }
-                let parser = Parser::lookahead(buf);
-                let mut verdict = parser.final_verdict(j, ctx);
+                let rule = QuoteRule::new(buf);
+                let mut verdict = rule.final_verdict(j, ctx);
                 if let (Some(v), Some(alt)) = (verdict, alt) {
-                    match parser.final_verdict(j, alt) {
+                    match rule.final_verdict(j, alt) {
                         Some(w) if w != v => {
                             self.stalled = true;
                             return;

@@ -5,7 +5,9 @@ use memchr::{memchr2, memmem};
 use serde_json::Value;
 
 use super::error::RescueError;
-use super::parser::{Parser, Repairs, StrCtx};
+use super::parser::Parser;
+use super::quote_rule::StrCtx;
+use super::repairs::Repairs;
 use super::Repair;
 
 /// One top-level value found in the text.

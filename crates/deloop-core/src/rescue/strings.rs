@@ -8,7 +8,7 @@
 //! * any other escape (`C:\Users`, `\d`) keeps its backslash;
 //! * an escape cut by the end of the input is dropped (streaming prefixes).
 
-use super::parser::Repairs;
+use super::repairs::Repairs;
 use super::Repair;
 
 /// ASCII whitespace recognised between tokens.
