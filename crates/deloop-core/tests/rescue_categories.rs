@@ -268,13 +268,15 @@ fn nested_key_rule() {
         text(r#"{"meta": {"answer": "deep"}, "answer": "top"}"#, "answer"),
         "top"
     );
-    // Same depth: first in document order.
+    // Same depth: the last complete object, as among top-level values
+    // (drafts come before the final answer; issue 12 changed this rule
+    // from the first in document order).
     assert_eq!(
         text(
             r#"{"a": {"answer": "first"}, "b": {"answer": "second"}}"#,
             "answer"
         ),
-        "first"
+        "second"
     );
     // Duplicate key in one object: the last one, as JSON.parse does.
     assert_eq!(

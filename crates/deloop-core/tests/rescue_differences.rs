@@ -55,7 +55,7 @@ const UNQUOTED_BRACE: &str =
 const OPEN_KEY: &str =
     "a key without its closing quote is kept whole (most likely a key cut by the end of the input)";
 const QUAD_QUOTES: &str =
-    "four quotes in a row before a key are read as a quoted key; the object is not split in two";
+    "four quotes in a row before a key are read as a quoted key (`\"\"`) and the word after it as its value; the second object is not rebuilt around the key that follows";
 const NO_MERGE_ARRAYS: &str = "an array after a finished value in an object is not merged into the previous array: deloop ends the object there rather than guess";
 const ESCAPE_HEAVY: &str =
     "the escapes are decoded by JSON rules in one pass; the doubled backslashes stay literal";
@@ -112,7 +112,11 @@ pub fn table() -> Vec<Difference> {
         d("json-repair-py", "py-094-parse_object-L64", Some(r#"{"text":"words{words in brackets"}"#), UNQUOTED_BRACE),  // input: "{text:words{words in brackets}m}"
         d("json-repair-py", "py-098-parse_object-L68", Some(r#"{"key:\"value":null}"#), OPEN_KEY),  // input: "{\"key:\"value\"}"
         d("json-repair-py", "py-099-parse_object-L69", Some(r#"{"key:value":null}"#), OPEN_KEY),  // input: "{\"key:value}"
-        d("json-repair-py", "py-100-parse_object-L70", Some(r#"[{"\"\"":"lorem\": {\"ipsum\": \"sic","lorem":{"ipsum":"sic"}}]"#), QUAD_QUOTES),  // input: "[{\"lorem\": {\"ipsum\": \"sic\"}, \"\"\"\" \"lorem\": {\"ipsum\": \"sic\"}]"
+        // Issue 12 changed this reading for the better: `lorem": {"ipsum": "sic`
+        // is no longer one string value (the `{"ipsum":` in it now reads as an
+        // object written into the text, whose quotes do not end the string), so
+        // the first object and the second `{"ipsum": "sic"}` both survive.
+        d("json-repair-py", "py-100-parse_object-L70", Some(r#"[{"lorem":{"ipsum":"sic"},"\"\"":"lorem"},{"ipsum":"sic"}]"#), QUAD_QUOTES),  // input: "[{\"lorem\": {\"ipsum\": \"sic\"}, \"\"\"\" \"lorem\": {\"ipsum\": \"sic\"}]"
         d("json-repair-py", "py-101-parse_object-L74", Some(r#"{"key":["arrayvalue"]}"#), NO_MERGE_ARRAYS),  // input: "{ \"key\": [\"arrayvalue\"], [\"arrayvalue1\"], [\"arrayvalue2\"], \"key3\": \"value3\" }
         d("json-repair-py", "py-102-parse_object-L78", Some(r#"{"key":[[1,2,3],"a","b"]}"#), NO_MERGE_ARRAYS),  // input: "{ \"key\": [[1, 2, 3], \"a\", \"b\"], [[4, 5, 6], [7, 8, 9]] }"
         d("json-repair-py", "py-103-parse_object-L82", Some(r#"{"key":["arrayvalue"],"key3":"value3\", [\"arrayvalue1"}"#), NO_MERGE_ARRAYS),  // input: "{ \"key\": [\"arrayvalue\"], \"key3\": \"value3\", [\"arrayvalue1\"] }"

@@ -150,12 +150,24 @@ pub fn rescue(raw: &str, key: &str) -> Result<Rescued, RescueError> {
 
 /// Rescues the value of `key` from model output.
 ///
-/// The key is searched at any depth: the shallowest occurrence wins, then
-/// the first in document order (a duplicate key in the same object
+/// The last complete object that holds the key wins (drafts come first,
+/// the final answer or a correction last). In one value the key is
+/// searched at any depth: the shallowest occurrence wins, then the last
+/// complete object at that depth (a duplicate key in the same object
 /// replaces the earlier one, as in `JSON.parse`). Among several top-level
 /// values the last complete one that has the key wins; a truncated one is
-/// used only when no complete one has the key. Text after the last
-/// `</think>` is searched first, then the whole input.
+/// used only when no complete one has the key, and a placeholder value
+/// (`{"answer": ...}`, `"..."`, `"<your answer>"`) only when no value is
+/// real. Text after the last `</think>` is searched first, then the whole
+/// input.
+///
+/// ```
+/// use deloop_core::rescue::rescue;
+/// let drafts = r#"[{"answer": "draft"}, {"answer": "final"}]"#;
+/// assert_eq!(rescue(drafts, "answer").unwrap().as_text(), Some("final"));
+/// let mention = "{\"answer\": \"Paris\"}\nI used the {\"answer\": ...} format.";
+/// assert_eq!(rescue(mention, "answer").unwrap().as_text(), Some("Paris"));
+/// ```
 pub fn rescue_with(raw: &str, key: &str, opts: &RescueOptions) -> Result<Rescued, RescueError> {
     check_size(raw, opts)?;
     let mut any = false;

@@ -16,6 +16,7 @@ use super::quote_rule::{Kind, QuoteRule, Role, Site, StrCtx, Verdict};
 use super::repairs::Repairs;
 use super::strings::{
     closes_fancy, decode_escape, is_ascii_ws, is_ident, opening_quote, unicode_space, Quote,
+    RegexEscapes,
 };
 use super::tail::{strip_structural_tail, structural_tail};
 use super::tree::Tree;
@@ -38,8 +39,9 @@ pub(crate) struct Parsed {
     pub(crate) end: usize,
     /// False when the input ended before the value was closed.
     pub(crate) complete: bool,
-    /// The value of the wanted key (shallowest, then first in document
-    /// order; a duplicate in the same object replaces the earlier one).
+    /// The value of the wanted key (shallowest, then the last complete
+    /// object at that depth; a duplicate in the same object replaces the
+    /// earlier one).
     pub(crate) found: Option<Value>,
 }
 
@@ -180,16 +182,38 @@ impl<'a> Parser<'a> {
         let mut out = String::new();
         let mut i = pos + 1;
         let mut last_rejected: Option<(usize, usize)> = None;
+        // Objects written into the text (`send {"user": "ana"} to…`).
+        let nested = matches!(role, Role::ObjVal | Role::ArrElem);
+        let mut nest = 0u32;
+        let mut nest_from = i;
+        let mut escapes = RegexEscapes::default();
         loop {
             let Some(k) = memchr2(q, b'\\', &b[i..self.end]) else {
                 self.push_seg(&mut out, i, self.end);
-                return self.string_at_eof(out, pos, last_rejected, kinds);
+                let (out, end) = self.string_at_eof(out, pos, last_rejected, kinds);
+                return (escapes.apply(out), end);
             };
             let j = i + k;
             self.push_seg(&mut out, i, j);
             if b[j] == b'\\' {
+                let at = out.len();
                 i = decode_escape(b, j, self.end, &mut out, &mut self.rep);
+                escapes.saw(b, j, i, self.end, at);
                 continue;
+            }
+            if nested {
+                nest = self
+                    .rule
+                    .nesting(nest_from, j, q, nest, Some(false))
+                    .unwrap_or_else(|(n, _)| n);
+                nest_from = j;
+                if nest > 0 {
+                    // A quote of the object written into the text.
+                    self.rep.note(Repair::EscapedInnerQuote);
+                    out.push(q as char);
+                    i = j + 1;
+                    continue;
+                }
             }
             let site = Site {
                 open: pos,
@@ -199,13 +223,13 @@ impl<'a> Parser<'a> {
                 unquoted_keys,
             };
             match self.rule.verdict(j, &site) {
-                Verdict::Close => return (out, j + 1),
+                Verdict::Close => return (escapes.apply(out), j + 1),
                 Verdict::CloseBefore(comma) => {
                     // Drop the text from the comma on (`, ` was copied).
                     let cut = j - comma;
                     out.truncate(out.len().saturating_sub(cut));
                     self.rep.note(Repair::ClosedTruncated);
-                    return (out, comma);
+                    return (escapes.apply(out), comma);
                 }
                 Verdict::Inner => {
                     self.rep.note(Repair::EscapedInnerQuote);
@@ -480,7 +504,7 @@ impl<'a> Parser<'a> {
                 if w.after_comma {
                     self.rep.note(Repair::RemovedTrailingComma);
                 }
-                Some((tree.close_top(), pos + 1))
+                Some((tree.close_top(true), pos + 1))
             }
             b'}' | b']' | b',' if top == Some(Kind::Obj) => {
                 // `{"a":}` / `{"a":,`: missing value.
@@ -597,7 +621,7 @@ impl<'a> Parser<'a> {
                 if w.after_comma {
                     self.rep.note(Repair::RemovedTrailingComma);
                 }
-                let v = tree.close_top();
+                let v = tree.close_top(true);
                 w.pos += 1;
                 w.after_comma = false;
                 if let Some(root) = tree.attach(v) {
@@ -620,7 +644,7 @@ impl<'a> Parser<'a> {
                 let parent_arr = kinds.len() >= 2 && kinds[kinds.len() - 2] == Kind::Arr;
                 self.rep.note(Repair::FixedBracket);
                 if parent_arr {
-                    let v = tree.close_top();
+                    let v = tree.close_top(true);
                     let _ = tree.attach(v);
                     w.st = St::After;
                 } else {
@@ -726,7 +750,7 @@ impl<'a> Parser<'a> {
             b'}' | b']' => {
                 let matches = (c == b'}') == (top == Some(Kind::Obj));
                 if matches {
-                    let v = tree.close_top();
+                    let v = tree.close_top(true);
                     w.pos += 1;
                     if let Some(root) = tree.attach(v) {
                         return Some(self.done(root, w.pos));
@@ -792,12 +816,12 @@ impl<'a> Parser<'a> {
         self.rep.note(Repair::FixedBracket);
         let kinds = tree.kinds();
         if kinds.len() > 1 && kinds.contains(&want) {
-            let v = tree.close_top();
+            let v = tree.close_top(true);
             tree.attach(v)
         } else if kinds.len() == 1 && !self.later_closer(*pos, kinds[0]) {
             // `{"a":2]`: the only open bracket, closed by the wrong closer.
             *pos += 1;
-            let v = tree.close_top();
+            let v = tree.close_top(true);
             tree.attach(v)
         } else {
             *pos += 1;

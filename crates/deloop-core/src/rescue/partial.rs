@@ -98,6 +98,13 @@ pub struct PartialExtractor {
     risk: Option<Risk>,
     /// The string has ended; nothing more is decoded.
     closed: bool,
+    /// Depth of objects written into the text ([`QuoteRule::nesting`])
+    /// after the raw bytes before `nest_from`.
+    nest: u32,
+    nest_from: usize,
+    /// An escape of the string kept its backslash (then `\b` and `\f`
+    /// do too, see [`super::strings::RegexEscapes`]).
+    invalid_escape: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +175,7 @@ impl PartialExtractor {
             return;
         };
         self.pos = ctx.open + 1;
+        self.nest_from = ctx.open + 1;
         if ctx.kinds.len() > 1 {
             self.alt = Some(StrCtx {
                 kinds: vec![Kind::Obj],
@@ -226,8 +234,26 @@ impl PartialExtractor {
                     return;
                 }
                 let rule = QuoteRule::new(buf);
-                let mut verdict = rule.final_verdict(j, ctx);
-                if let (Some(v), Some(alt)) = (verdict, alt) {
+                match rule.nesting(self.nest_from, j, q, self.nest, None) {
+                    Ok(n) => {
+                        self.nest = n;
+                        self.nest_from = j;
+                    }
+                    Err((n, x)) => {
+                        // A `{` whose reading needs more input.
+                        self.nest = n;
+                        self.nest_from = x;
+                        let tail = (len - x).max(8);
+                        self.pending = Some((j, x + 2 * tail));
+                        return;
+                    }
+                }
+                let mut verdict = if self.nest > 0 {
+                    Some(Verdict::Inner)
+                } else {
+                    rule.final_verdict(j, ctx)
+                };
+                if let (true, Some(v), Some(alt)) = (self.nest == 0, verdict, alt) {
                     match rule.final_verdict(j, alt) {
                         Some(w) if w != v => {
                             self.stalled = true;
@@ -278,7 +304,22 @@ impl PartialExtractor {
                     return;
                 }
                 let d0 = self.dec.len();
-                self.pos = super::strings::decode_escape(b, j, len, &mut self.dec, &mut scratch);
+                let next = super::strings::decode_escape(b, j, len, &mut self.dec, &mut scratch);
+                if next == j + 1 {
+                    self.invalid_escape = true;
+                } else if next == j + 2 && matches!(b[j + 1], b'b' | b'f') {
+                    if !self.invalid_escape {
+                        // A backspace, or a regular expression's `\b` if an
+                        // invalid escape comes later: only the end can tell.
+                        self.dec.truncate(d0);
+                        self.stalled = true;
+                        return;
+                    }
+                    self.dec.truncate(d0);
+                    self.dec
+                        .push_str(if b[j + 1] == b'b' { "\\b" } else { "\\f" });
+                }
+                self.pos = next;
                 self.note_run(d0);
             } else {
                 self.pending = Some((j, 0));

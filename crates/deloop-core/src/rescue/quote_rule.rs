@@ -283,6 +283,91 @@ impl<'a> QuoteRule<'a> {
         matches!(&self.b[m..e], b"true" | b"false" | b"null")
     }
 
+    /// Whether the `{` at `x`, inside a string quoted by `q`, opens an
+    /// object written into the text (`send {"user": "ana"} to…`): `{`,
+    /// optional whitespace, a quoted key of 1 to 64 letters, digits, `_`,
+    /// `-`, `.`, `$` or spaces, optional whitespace, then `:`. `None` when
+    /// the look-ahead reached the end of the input before deciding.
+    pub(crate) fn embedded_object_at(&self, x: usize, q: u8) -> Option<bool> {
+        let b = self.b;
+        let mut p = x + 1;
+        while p < self.end && is_ascii_ws(b[p]) {
+            p += 1;
+        }
+        if p >= self.end {
+            return None;
+        }
+        if b[p] != q {
+            return Some(false);
+        }
+        let key = p + 1;
+        p = key;
+        loop {
+            if p >= self.end {
+                return None;
+            }
+            let c = b[p];
+            if c == q {
+                break;
+            }
+            if p - key >= 64 || !(is_ident(c) || matches!(c, b'-' | b'.' | b' ')) {
+                return Some(false);
+            }
+            p += 1;
+        }
+        if p == key {
+            return Some(false);
+        }
+        p += 1;
+        while p < self.end && is_ascii_ws(b[p]) {
+            p += 1;
+        }
+        if p >= self.end {
+            return None;
+        }
+        Some(b[p] == b':')
+    }
+
+    /// The depth of objects written into the text of a string quoted by
+    /// `q`, after the braces of `b[from..to]`, starting at `nest`: a `{`
+    /// that opens such an object (or any `{` inside one) adds a level, a
+    /// `}` closes one. Quotes met at a depth above zero belong to the
+    /// written object and never close the string. Returns the depth, or
+    /// `Err((depth, x))` at a `{` at `x` whose reading needs input past
+    /// the end, when `undecided_opens` is `None`; otherwise that `{`
+    /// counts as `undecided_opens` says (the batch parser: it opens
+    /// nothing).
+    pub(crate) fn nesting(
+        &self,
+        from: usize,
+        to: usize,
+        q: u8,
+        mut nest: u32,
+        undecided_opens: Option<bool>,
+    ) -> Result<u32, (u32, usize)> {
+        let mut p = from;
+        while let Some(k) = memchr2(b'{', b'}', &self.b[p..to]) {
+            let x = p + k;
+            if self.b[x] == b'{' {
+                let opens = if nest > 0 {
+                    true
+                } else {
+                    match self.embedded_object_at(x, q).or(undecided_opens) {
+                        Some(o) => o,
+                        None => return Err((nest, x)),
+                    }
+                };
+                if opens {
+                    nest += 1;
+                }
+            } else {
+                nest = nest.saturating_sub(1);
+            }
+            p = x + 1;
+        }
+        Ok(nest)
+    }
+
     /// Decides whether the quote at `j` closes the string `site`.
     pub(crate) fn verdict(&self, j: usize, site: &Site) -> Verdict {
         let (k, nl) = self.peek_ws(j + 1);

@@ -343,6 +343,25 @@ pub(crate) fn refine_key(
     Some((v, rep))
 }
 
+/// Whether the value of the key is a placeholder rather than an answer:
+/// `null` written by a repair (`{"answer": ...}`, `{"answer": }`), or a
+/// string that is only an ellipsis, empty, or one `<…>` slot
+/// (`"<your answer>"`).
+fn placeholder(v: &Value, rep: &Repairs) -> bool {
+    match v {
+        Value::Null => rep.has(Repair::RemovedEllipsis) || rep.has(Repair::InsertedNull),
+        Value::String(t) => {
+            let t = t.trim();
+            matches!(t, "" | "..." | "…")
+                || (t.len() <= 40
+                    && t.starts_with('<')
+                    && t.ends_with('>')
+                    && t[1..t.len() - 1].chars().all(|c| c != '<' && c != '>'))
+        }
+        _ => false,
+    }
+}
+
 /// The value of the wanted key for one scan: the last complete candidate
 /// that has the key, else the last (truncated) one that has it. Also
 /// returns the context of the chosen candidate's string value of the key,
@@ -367,9 +386,15 @@ pub(crate) fn choose_key(
         .filter(|c| c.found.is_some())
         .collect();
     let n = with_key.len();
+    // The last complete candidate with a real value, then the last
+    // truncated one with a real value; placeholders (`{"answer": ...}`
+    // mentioned in prose) only when nothing else has the key.
+    let real = |c: &Candidate| !c.found.as_ref().is_some_and(|v| placeholder(v, &c.rep));
     let idx = with_key
         .iter()
-        .rposition(|c| c.complete)
+        .rposition(|c| c.complete && real(c))
+        .or_else(|| with_key.iter().rposition(real))
+        .or_else(|| with_key.iter().rposition(|c| c.complete))
         .or_else(|| n.checked_sub(1));
     let Some(idx) = idx else {
         return Err(any);

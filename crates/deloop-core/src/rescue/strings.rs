@@ -6,6 +6,9 @@
 //!   becomes U+FFFD;
 //! * `\'` decodes to `'`; a backslash before a raw newline is dropped;
 //! * any other escape (`C:\Users`, `\d`) keeps its backslash;
+//! * in a string that holds such an invalid escape, `\b` and `\f` keep
+//!   their backslash too: the text is a regular expression or a path
+//!   (`\b\d+\b`), not JSON, whose encoders never write invalid escapes;
 //! * an escape cut by the end of the input is dropped (streaming prefixes).
 
 use super::repairs::Repairs;
@@ -158,6 +161,54 @@ pub(crate) fn decode_escape(
     rep.note(Repair::KeptInvalidEscape);
     out.push('\\');
     j + 1
+}
+
+/// The `\b` and `\f` escapes decoded in one string, undone when the
+/// string also holds an invalid escape (`\b\d{3}\b` is a regular
+/// expression, not a backspace: JSON encoders never write `\d`).
+#[derive(Debug, Default)]
+pub(crate) struct RegexEscapes {
+    /// Positions in the decoded text of the `\b`/`\f` decoded so far.
+    at: Vec<usize>,
+    /// An escape kept its backslash.
+    invalid: bool,
+}
+
+impl RegexEscapes {
+    /// Records the escape whose backslash is at `j`, decoded by
+    /// [`decode_escape`] (which returned `next`) at position `at` of the
+    /// decoded text; `end` bounds the input.
+    #[inline]
+    pub(crate) fn saw(&mut self, b: &[u8], j: usize, next: usize, end: usize, at: usize) {
+        if next == j + 1 && j + 1 < end {
+            self.invalid = true;
+        } else if next == j + 2 && matches!(b[j + 1], b'b' | b'f') {
+            self.at.push(at);
+        }
+    }
+
+    /// The decoded text, with `\b` and `\f` written back as text when an
+    /// escape kept its backslash.
+    pub(crate) fn apply(self, out: String) -> String {
+        if !self.invalid || self.at.is_empty() {
+            return out;
+        }
+        let b = out.as_bytes();
+        let mut fixed = String::with_capacity(out.len() + self.at.len());
+        let mut from = 0;
+        for p in self.at {
+            let letter = match b.get(p) {
+                Some(0x08) => "\\b",
+                Some(0x0c) => "\\f",
+                _ => continue,
+            };
+            fixed.push_str(&out[from..p]);
+            fixed.push_str(letter);
+            from = p + 1;
+        }
+        fixed.push_str(&out[from..]);
+        fixed
+    }
 }
 
 /// Decodes one level of JSON escaping over a whole text (for replies that

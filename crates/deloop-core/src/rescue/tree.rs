@@ -16,22 +16,26 @@ struct Frame {
     key: Option<String>,
     /// The object uses unquoted keys (`{a: 1}`).
     unquoted_keys: bool,
-    id: u32,
-    /// The pending key is the best match for the wanted key so far.
+    /// The pending key is the wanted key, at the shallowest depth so far.
     want_here: bool,
+    /// The value of the wanted key in this object so far.
+    hit: Option<Value>,
 }
 
-/// Where the wanted key was found: the shallowest occurrence, then the
-/// first in document order (a duplicate in the same object replaces the
-/// earlier one).
+/// Where the wanted key was found: the shallowest depth wins; among the
+/// objects at that depth, the last complete one (drafts come before the
+/// final answer), or the last one when none is complete; in one object a
+/// duplicate key replaces the earlier one.
 #[derive(Debug, Default)]
 struct FindState {
-    /// Depth and object id of the best match so far.
-    best: Option<(usize, u32)>,
+    /// The shallowest depth where the key was met.
+    depth: Option<usize>,
+    /// The value from the chosen object at that depth.
     found: Option<Value>,
+    /// `found` comes from an object that was closed by its own `}`.
+    complete: bool,
     /// The best match is this key of the root object.
     at_root: Option<String>,
-    next_id: u32,
 }
 
 /// The open brackets of one parse, outermost first.
@@ -96,35 +100,40 @@ impl Tree {
             items: Vec::new(),
             key: None,
             unquoted_keys: false,
-            id: self.find.next_id,
             want_here: false,
+            hit: None,
         });
-        self.find.next_id = self.find.next_id.wrapping_add(1);
         self.kinds.push(kind);
     }
 
     /// Records a key read in the innermost object, and whether it is the
-    /// best match for `want` so far.
+    /// wanted key at the shallowest depth so far.
     pub(crate) fn set_key(&mut self, key: String, want: Option<&str>) {
         let depth = self.stack.len();
         if let Some(f) = self.stack.last_mut() {
             if want == Some(key.as_str()) {
-                let better = match self.find.best {
-                    None => true,
-                    Some((d, id)) => depth < d || (depth == d && id == f.id),
-                };
-                if better {
-                    self.find.best = Some((depth, f.id));
-                    f.want_here = true;
+                match self.find.depth {
+                    Some(d) if d < depth => {}
+                    Some(d) if d == depth => f.want_here = true,
+                    _ => {
+                        // Shallower than anything met so far.
+                        self.find = FindState {
+                            depth: Some(depth),
+                            ..FindState::default()
+                        };
+                        f.want_here = true;
+                    }
                 }
             }
             f.key = Some(key);
         }
     }
 
-    /// Builds the value of the innermost bracket and pops it.
-    pub(crate) fn close_top(&mut self) -> Value {
+    /// Builds the value of the innermost bracket and pops it; `complete`
+    /// is false when the input ended inside it.
+    pub(crate) fn close_top(&mut self, complete: bool) -> Value {
         self.kinds.pop();
+        let depth = self.stack.len();
         let Some(mut f) = self.stack.pop() else {
             return Value::Null;
         };
@@ -136,11 +145,18 @@ impl Tree {
                         if self.stack.is_empty() {
                             self.find.at_root = Some(k.clone());
                         } else if !f.map.contains_key(&k) {
-                            self.find.found = Some(Value::Null);
+                            // A wanted key left without a value.
+                            f.hit = Some(Value::Null);
                         }
                     }
                     if !k.is_empty() {
                         f.map.entry(k).or_insert(Value::Null);
+                    }
+                }
+                if let Some(hit) = f.hit.take() {
+                    if self.find.depth == Some(depth) && (complete || !self.find.complete) {
+                        self.find.found = Some(hit);
+                        self.find.complete = complete;
                     }
                 }
                 Value::Object(f.map)
@@ -151,7 +167,7 @@ impl Tree {
     /// Closes every open bracket (truncated input) and returns the root.
     pub(crate) fn close_all(&mut self) -> Value {
         loop {
-            let v = self.close_top();
+            let v = self.close_top(false);
             if let Some(root) = self.attach(v) {
                 return root;
             }
@@ -175,7 +191,7 @@ impl Tree {
                         // Taken out of the root at the end: no copy.
                         self.find.at_root = Some(k.clone());
                     } else {
-                        self.find.found = Some(v.clone());
+                        f.hit = Some(v.clone());
                     }
                 }
                 f.map.insert(k, v);
