@@ -1,9 +1,10 @@
 //! Criterion benchmarks for the `rescue` guard: throughput on 1 MB of
 //! broken LLM-style JSON (inner quotes and raw newlines in every record,
 //! truncated at the end), on 1 MB of valid JSON (with serde_json as the
-//! baseline), and on adversarial inner-quote input.
+//! baseline), and on adversarial inner-quote input; and `repair_json`
+//! against the Rust crate `jsonrepair` 0.1 (group `versus`).
 use criterion::{criterion_group, Criterion, Throughput};
-use deloop_core::rescue::{repair, rescue, PartialExtractor};
+use deloop_core::rescue::{repair, repair_json, rescue, PartialExtractor};
 use std::hint::black_box;
 
 const TARGET: usize = 1 << 20;
@@ -28,6 +29,84 @@ fn broken_llm_json() -> String {
     // Truncated in the middle of the last record's text.
     s.push_str("{\"id\": 0, \"answer\": \"cut at the tok");
     s
+}
+
+/// The issue's comparison input: an array of about 11,000 objects whose
+/// `answer` strings hold unescaped inner quotes and raw newlines, in
+/// English and Spanish, truncated mid-string; 1 MB.
+fn issue_broken_json() -> String {
+    let mut s = String::from("[\n");
+    let mut i = 0;
+    while s.len() < 1_000_000 {
+        if i > 0 {
+            s.push_str(",\n");
+        }
+        let answer = if i % 2 == 0 {
+            format!("Final review {i}: \"the last pass\" is done.\nSee notes.")
+        } else {
+            format!("Auditoría {i}: \"la revisión\" está lista.\nVer notas.")
+        };
+        s.push_str(&format!(
+            "{{\"id\": {i}, \"answer\": \"{answer}\", \"ok\": true}}"
+        ));
+        i += 1;
+    }
+    s.push_str(&format!(",\n{{\"id\": {i}, \"answer\": \"cut at the tok"));
+    s
+}
+
+/// The valid counterpart of [`issue_broken_json`]: the same records, escaped
+/// and closed.
+fn issue_valid_json() -> String {
+    let mut items = Vec::new();
+    let mut len = 0;
+    let mut i = 0;
+    while len < 1_000_000 {
+        let answer = if i % 2 == 0 {
+            format!("Final review {i}: \"the last pass\" is done.\nSee notes.")
+        } else {
+            format!("Auditoría {i}: \"la revisión\" está lista.\nVer notas.")
+        };
+        let v = serde_json::json!({"id": i, "answer": answer, "ok": true});
+        len += v.to_string().len() + 1;
+        items.push(v);
+        i += 1;
+    }
+    serde_json::Value::Array(items).to_string()
+}
+
+/// `repair_json` (what `deloop repair` runs) against the crate `jsonrepair`
+/// 0.1 on broken input, and against serde_json parsing and writing valid
+/// input.
+fn bench_versus(c: &mut Criterion) {
+    let broken = issue_broken_json();
+    let valid = issue_valid_json();
+    let opts = jsonrepair::Options::default();
+    assert!(serde_json::from_str::<serde_json::Value>(&broken).is_err());
+    let mut g = c.benchmark_group("versus");
+    g.sample_size(20);
+    g.throughput(Throughput::Bytes(broken.len() as u64));
+    g.bench_function("deloop_repair_json_broken_1mb", |b| {
+        b.iter(|| repair_json(black_box(&broken)).unwrap())
+    });
+    g.bench_function("jsonrepair_crate_broken_1mb", |b| {
+        b.iter(|| jsonrepair::repair_to_string(black_box(&broken), &opts).unwrap())
+    });
+    g.throughput(Throughput::Bytes(valid.len() as u64));
+    g.bench_function("deloop_repair_json_valid_1mb", |b| {
+        b.iter(|| repair_json(black_box(&valid)).unwrap())
+    });
+    g.bench_function("serde_json_parse_and_write_valid_1mb", |b| {
+        b.iter(|| {
+            serde_json::from_str::<serde_json::Value>(black_box(&valid))
+                .unwrap()
+                .to_string()
+        })
+    });
+    g.bench_function("jsonrepair_crate_valid_1mb", |b| {
+        b.iter(|| jsonrepair::repair_to_string(black_box(&valid), &opts).unwrap())
+    });
+    g.finish();
 }
 
 fn valid_json() -> String {
@@ -214,7 +293,7 @@ fn cpu_throughput() {
     }
 }
 
-criterion_group!(benches, bench, bench_stream);
+criterion_group!(benches, bench, bench_stream, bench_versus);
 
 fn main() {
     benches();

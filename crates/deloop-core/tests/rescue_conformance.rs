@@ -11,7 +11,7 @@
 #[path = "rescue_support/mod.rs"]
 mod support;
 
-use deloop_core::rescue::repair;
+use deloop_core::rescue::{repair, repair_json};
 use support::{corpus, same_value, Case};
 
 #[path = "rescue_differences.rs"]
@@ -158,4 +158,17 @@ fn every_documented_difference_names_a_real_case_once() {
         );
     }
     println!("{} documented differences", table.len());
+}
+
+/// `repair_json` gives exactly `repair`'s value serialized, and the same
+/// repairs, on every case of both corpora.
+#[test]
+fn repair_json_is_repair_serialized_on_both_corpora() {
+    for name in ["jsonrepair", "json-repair-py"] {
+        for c in corpus(name) {
+            let want = repair(&c.input).map(|r| (r.value.to_string(), r.repairs));
+            let got = repair_json(&c.input).map(|r| (r.json, r.repairs));
+            assert_eq!(got, want, "{name} {}: input {:?}", c.id, c.input);
+        }
+    }
 }

@@ -3,7 +3,7 @@
 #[path = "rescue_support/mod.rs"]
 mod support;
 
-use deloop_core::rescue::{partial_string, repair, rescue};
+use deloop_core::rescue::{partial_string, repair, repair_json, rescue};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use support::same_value;
@@ -70,6 +70,23 @@ proptest! {
             let text = r.value.to_string();
             let back: Value = serde_json::from_str(&text).unwrap();
             prop_assert_eq!(back, r.value);
+        }
+    }
+
+    /// `repair_json` (text written while parsing, and the serde_json fast
+    /// path) gives exactly `repair`'s value serialized, and its repairs.
+    #[test]
+    fn repair_json_is_repair_serialized(s in jsonish(), v in value(), cut in any::<usize>()) {
+        let valid = serde_json::to_string(&v).unwrap();
+        let mut c = cut % (valid.len() + 1);
+        while !valid.is_char_boundary(c) {
+            c -= 1;
+        }
+        let dup = format!("{{\"a\": 1, \"b\": {valid}, \"a\": 2, \"b\"");
+        for text in [s.as_str(), valid.as_str(), &valid[..c], dup.as_str()] {
+            let want = repair(text).map(|r| (r.value.to_string(), r.repairs));
+            let got = repair_json(text).map(|r| (r.json, r.repairs));
+            prop_assert_eq!(got, want, "input {:?}", text);
         }
     }
 

@@ -33,9 +33,14 @@ pub fn report_json(value: Option<&Value>, repairs: &[Repair], error: Option<&str
     format!("{}\n", report_value(value, repairs, error))
 }
 
-/// One compact, valid JSON document (`deloop repair`).
-pub fn document(value: &Value) -> String {
-    format!("{value}\n")
+/// One compact, valid JSON document (`deloop repair`), from its text
+/// (`RepairedJson::json`, which is the value's compact `Display`), with a
+/// final newline.
+pub fn document_text(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + 1);
+    out.push_str(json);
+    out.push('\n');
+    out
 }
 
 /// The `--json` object of `deloop repair` (and the answer of

@@ -143,6 +143,16 @@ pub struct Repaired {
     pub repairs: Vec<Repair>,
 }
 
+/// One valid JSON document recovered from model output, as compact JSON
+/// text: what [`repair`] returns, serialized.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairedJson {
+    /// The recovered document as compact JSON (`Value`'s `Display`).
+    pub json: String,
+    /// The repairs applied, each kind once, in the order first applied.
+    pub repairs: Vec<Repair>,
+}
+
 /// Rescues the value of `key` from model output with default options.
 pub fn rescue(raw: &str, key: &str) -> Result<Rescued, RescueError> {
     rescue_with(raw, key, &RescueOptions::default())
@@ -233,6 +243,12 @@ pub fn repair(raw: &str) -> Result<Repaired, RescueError> {
 /// revisions (the last is kept), the rest are collected into one array.
 pub fn repair_with(raw: &str, opts: &RescueOptions) -> Result<Repaired, RescueError> {
     check_size(raw, opts)?;
+    if let Some(value) = strict_json(raw, opts) {
+        return Ok(Repaired {
+            value,
+            repairs: Vec::new(),
+        });
+    }
     if let Some(from) = scan::after_think(raw) {
         let s = scan::scan(&raw[from..], opts.max_depth, None)?;
         if let Some((value, mut rep)) = scan::choose_document(s) {
@@ -253,6 +269,90 @@ pub fn repair_with(raw: &str, opts: &RescueOptions) -> Result<Repaired, RescueEr
     }
 }
 
+/// serde_json's own nesting limit: deeper valid JSON takes the lenient path.
+const SERDE_DEPTH: usize = 128;
+
+/// The fast path of [`repair_with`]: valid JSON, read by serde_json
+/// directly. The lenient parser reads valid JSON to the same value with no
+/// repair (checked by the `fast_path_*` tests), except where this returns
+/// `None` and the lenient parser runs:
+/// * the input is not strict JSON (the usual case for model output; most
+///   broken replies fail in their first bytes, and a reply that does not
+///   end like a JSON value is not tried at all);
+/// * it holds `</think` (the lenient path reads the text after it first);
+/// * it holds the number `-0` (serde_json reads `-0.0`, the lenient parser
+///   the integer `0`);
+/// * `max_depth` is below serde_json's limit of 128 levels.
+///
+/// Numbers agree because serde_json is built with `float_roundtrip`
+/// (correctly rounded, like `str::parse::<f64>`), and duplicate keys
+/// because both replace the earlier value in place.
+fn strict_json(raw: &str, opts: &RescueOptions) -> Option<Value> {
+    if opts.max_depth < SERDE_DEPTH {
+        return None;
+    }
+    let b = raw.as_bytes();
+    let last = *b.trim_ascii_end().last()?;
+    if !(matches!(last, b'}' | b']' | b'"') || last.is_ascii_alphanumeric()) {
+        return None;
+    }
+    if memchr::memmem::find(b, b"</think").is_some() {
+        return None;
+    }
+    for at in memchr::memmem::find_iter(b, b"-0") {
+        if !b
+            .get(at + 2)
+            .is_some_and(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+    }
+    serde_json::from_str(raw).ok()
+}
+
+/// Repairs model output into one valid JSON document, returned as compact
+/// JSON text, with default options.
+pub fn repair_json(raw: &str) -> Result<RepairedJson, RescueError> {
+    repair_json_with(raw, &RescueOptions::default())
+}
+
+/// Repairs model output into one valid JSON document, returned as compact
+/// JSON text: the same text and repairs as [`repair_with`] followed by
+/// `value.to_string()`, faster. Valid JSON goes through serde_json; a
+/// reply with one JSON value is written as text while it is parsed,
+/// without building the value; anything else (several values, a
+/// `<think>` block, a duplicate key, a whole-document scalar) is built
+/// with [`repair_with`] and serialized.
+///
+/// ```
+/// use deloop_core::rescue::repair_json;
+/// let r = repair_json("Here: {'a': 1, b: [1, 2,], c: None").unwrap();
+/// assert_eq!(r.json, r#"{"a":1,"b":[1,2],"c":null}"#);
+/// ```
+pub fn repair_json_with(raw: &str, opts: &RescueOptions) -> Result<RepairedJson, RescueError> {
+    check_size(raw, opts)?;
+    if let Some(value) = strict_json(raw, opts) {
+        return Ok(RepairedJson {
+            json: value.to_string(),
+            repairs: Vec::new(),
+        });
+    }
+    if scan::after_think(raw).is_none() {
+        let s = scan::scan_text(raw, opts.max_depth)?;
+        if let Some((json, rep)) = scan::choose_document_text(s) {
+            return Ok(RepairedJson {
+                json,
+                repairs: ordered(rep),
+            });
+        }
+    }
+    let r = repair_with(raw, opts)?;
+    Ok(RepairedJson {
+        json: r.value.to_string(),
+        repairs: r.repairs,
+    })
+}
+
 fn check_size(raw: &str, opts: &RescueOptions) -> Result<(), RescueError> {
     if raw.len() > opts.max_input_bytes {
         return Err(RescueError::TooLarge {
@@ -265,4 +365,107 @@ fn check_size(raw: &str, opts: &RescueOptions) -> Result<(), RescueError> {
 
 fn ordered(rep: repairs::Repairs) -> Vec<Repair> {
     rep.list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The lenient path alone (no fast path).
+    fn lenient(raw: &str) -> Option<(Value, Vec<Repair>)> {
+        let s = scan::scan(raw, 1_000, None).ok()?;
+        scan::choose_document(s).map(|(v, r)| (v, ordered(r)))
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f)
+                .map(Value::Number)),
+            (-1e6f64..1e6).prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[ -~]{0,12}".prop_map(Value::String),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(5, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-c]{0,2}", inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().collect::<serde_json::Map<_, _>>())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// The fast path and the lenient parser give the same value, with
+        /// no repair, for any valid JSON (compact, pretty, and written by
+        /// hand with duplicate keys and odd numbers).
+        #[test]
+        fn fast_path_agrees_with_the_lenient_parser(v in value(), dup in any::<bool>()) {
+            let mut texts = vec![serde_json::to_string(&v).unwrap(), serde_json::to_string_pretty(&v).unwrap()];
+            if dup {
+                let t = serde_json::to_string(&v).unwrap();
+                texts.push(format!("{{\"a\": {t}, \"b\": 1, \"a\": 2.50e-3}}"));
+            }
+            for text in texts {
+                let fast = strict_json(&text, &RescueOptions::default());
+                let slow = lenient(&text);
+                prop_assert!(fast.is_some(), "fast path refused {text}");
+                prop_assert_eq!(fast.as_ref(), slow.as_ref().map(|(v, _)| v), "{}", text);
+                prop_assert_eq!(slow.map(|(_, r)| r), Some(vec![]), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_leaves_the_differences_to_the_lenient_parser() {
+        let opts = RescueOptions::default();
+        for raw in [
+            "[-0]",
+            r#"{"a": -0, "b": 1}"#,
+            "<think>x</think>{\"a\": 1}",
+            r#"{"a": "x</think>{\"b\": 1}"}"#,
+            r#"{"a": 1"#,
+            r#"{"a": 1} trailing"#,
+            "[1e400]",
+            "\u{feff}{\"a\": 1}",
+        ] {
+            assert_eq!(strict_json(raw, &opts), None, "{raw}");
+        }
+        assert_eq!(repair("[-0]").unwrap().value, serde_json::json!([0]));
+        let shallow = RescueOptions {
+            max_depth: 3,
+            ..RescueOptions::default()
+        };
+        assert_eq!(strict_json("[[[[1]]]]", &shallow), None);
+        assert!(matches!(
+            repair_with("[[[[1]]]]", &shallow),
+            Err(RescueError::TooDeep { .. })
+        ));
+        // Numbers that serde_json without `float_roundtrip` rounds wrongly.
+        for raw in [
+            "[0.1]",
+            "[2.2250738585072011e-308]",
+            "[9007199254740993]",
+            "[1.7976931348623157e308]",
+            "[18446744073709551616]",
+            "[-9223372036854775809]",
+            "[5e-324]",
+        ] {
+            assert_eq!(
+                strict_json(raw, &opts),
+                lenient(raw).map(|(v, _)| v),
+                "{raw}"
+            );
+        }
+    }
 }

@@ -43,6 +43,9 @@ pub(crate) struct Parsed {
     /// object at that depth; a duplicate in the same object replaces the
     /// earlier one).
     pub(crate) found: Option<Value>,
+    /// Text mode: the value as compact JSON (`value` is then `null`), or
+    /// `None` when the value must be built instead (a duplicate key).
+    pub(crate) json: Option<String>,
 }
 
 /// The position and state of one parse.
@@ -91,6 +94,12 @@ impl<'a> Parser<'a> {
             tree_buf: Tree::default(),
             want_string: None,
         }
+    }
+
+    /// Text mode: values are written as compact JSON text instead of being
+    /// built ([`Parsed::json`]); for `repair` to text, with no wanted key.
+    pub(crate) fn text_mode(&mut self, on: bool) {
+        self.tree_buf.text_mode(on && self.want.is_none());
     }
 
     /// Input length.
@@ -415,10 +424,12 @@ impl<'a> Parser<'a> {
         tree.reset();
         let res = self.parse_inner(start, &mut tree);
         let (found, at_root) = tree.take_found();
+        let json = tree.take_text();
         tree.reset();
         self.tree_buf = tree;
         let mut parsed = res?;
         parsed.found = found;
+        parsed.json = json;
         if let Some(k) = at_root {
             parsed.found = parsed
                 .value
@@ -462,6 +473,7 @@ impl<'a> Parser<'a> {
                 end: pos,
                 complete: false,
                 found: None,
+                json: None,
             };
         }
         self.rep.note(Repair::ClosedTruncated);
@@ -470,6 +482,7 @@ impl<'a> Parser<'a> {
             end: pos,
             complete: false,
             found: None,
+            json: None,
         }
     }
 
@@ -518,6 +531,7 @@ impl<'a> Parser<'a> {
                     end: pos + 1,
                     complete: false,
                     found: None,
+                    json: None,
                 }));
             }
             b'}' => {
@@ -572,6 +586,7 @@ impl<'a> Parser<'a> {
                     end: w.pos,
                     complete: true,
                     found: None,
+                    json: None,
                 }));
             }
             w.st = St::After;
@@ -654,6 +669,7 @@ impl<'a> Parser<'a> {
                         end: pos,
                         complete: false,
                         found: None,
+                        json: None,
                     });
                 }
             }
@@ -804,6 +820,7 @@ impl<'a> Parser<'a> {
             end,
             complete: true,
             found: None,
+            json: None,
         }
     }
 

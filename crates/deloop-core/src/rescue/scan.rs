@@ -24,6 +24,8 @@ pub(crate) struct Candidate {
     /// Byte range of the candidate in the scanned text.
     pub(crate) start: usize,
     pub(crate) end: usize,
+    /// Text mode: the value as compact JSON (`value` is then `null`).
+    pub(crate) json: Option<String>,
 }
 
 impl Candidate {
@@ -54,6 +56,8 @@ pub(crate) struct Scan {
     /// Context of the last string value of the wanted key met by the
     /// parser (positions in the scanned text; `None` when decoded).
     pub(crate) want_string: Option<StrCtx>,
+    /// Text mode: the scan stopped at a second candidate.
+    pub(crate) more: bool,
 }
 
 /// Start of the text after the last `</think>` (or `</thinking>`), if any.
@@ -92,6 +96,22 @@ fn scalar_start(b: &[u8], pos: usize) -> bool {
 
 /// Scans `text` for top-level JSON values.
 pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, RescueError> {
+    scan_mode(text, max_depth, want, false)
+}
+
+/// Scans `text` in text mode (see [`choose_document_text`]): each value is
+/// written as JSON text instead of being built, and the scan stops at a
+/// second candidate.
+pub(crate) fn scan_text(text: &str, max_depth: usize) -> Result<Scan, RescueError> {
+    scan_mode(text, max_depth, None, true)
+}
+
+fn scan_mode(
+    text: &str,
+    max_depth: usize,
+    want: Option<&str>,
+    text_mode: bool,
+) -> Result<Scan, RescueError> {
     let mut p = Parser::new(text, max_depth, want);
     let b = text.as_bytes();
     let mut out = Scan::default();
@@ -102,7 +122,7 @@ pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<S
     if rest.starts_with(b"\\\"") || rest.starts_with(b"{\\\"") || rest.starts_with(b"[\\\"") {
         let mut rep = Repairs::default();
         let decoded = super::strings::unescape_all(&text[pos..], &mut rep);
-        let mut inner = scan_plain(&decoded, max_depth, want)?;
+        let mut inner = scan_plain(&decoded, max_depth, want, text_mode)?;
         out.rep.note(Repair::UnescapedDoubleEncoded);
         inner.rep.extend(&out.rep);
         inner.decoded = Some(decoded);
@@ -110,7 +130,7 @@ pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<S
         return Ok(inner);
     }
     drop(p);
-    scan_plain(text, max_depth, want).map(|mut s| {
+    scan_plain(text, max_depth, want, text_mode).map(|mut s| {
         let mut rep = out.rep;
         rep.extend(&s.rep);
         s.rep = rep;
@@ -118,7 +138,12 @@ pub(crate) fn scan(text: &str, max_depth: usize, want: Option<&str>) -> Result<S
     })
 }
 
-fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, RescueError> {
+fn scan_plain(
+    text: &str,
+    max_depth: usize,
+    want: Option<&str>,
+    text_mode: bool,
+) -> Result<Scan, RescueError> {
     let mut p = Parser::new(text, max_depth, want);
     let b = text.as_bytes();
     let len = p.len();
@@ -145,11 +170,13 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
                 trail: false,
                 start: pos,
                 end: parsed.end,
+                json: None,
             });
             return Ok(out);
         }
         p.rep = Repairs::default();
     }
+    p.text_mode(text_mode);
     loop {
         let Some(k) = memchr2(b'{', b'[', &b[pos..]) else {
             if p.skip_ws(pos, true) < len {
@@ -158,6 +185,10 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
             break;
         };
         let cand = pos + k;
+        if text_mode && !out.candidates.is_empty() {
+            out.more = true;
+            break;
+        }
         // Anything but separators between values is prose.
         let mut q = pos;
         loop {
@@ -186,6 +217,7 @@ fn scan_plain(text: &str, max_depth: usize, want: Option<&str>) -> Result<Scan, 
             trail,
             start: cand,
             end: parsed.end,
+            json: parsed.json,
         });
         pos = parsed.end.max(cand + 1);
     }
@@ -289,6 +321,20 @@ pub(crate) fn choose_document(scan: Scan) -> Option<(Value, Repairs)> {
         arr.push(c.value);
     }
     Some((Value::Array(arr), rep))
+}
+
+/// What [`choose_document`] returns for a text-mode scan, as JSON text:
+/// `None` unless the scan found exactly one candidate written as text (a
+/// whole-document scalar, several candidates or a duplicate key need the
+/// built values; the caller then scans again without text mode).
+pub(crate) fn choose_document_text(scan: Scan) -> Option<(String, Repairs)> {
+    if scan.more || scan.scalar.is_some() || scan.candidates.len() != 1 {
+        return None;
+    }
+    let mut rep = scan.rep;
+    let c = scan.candidates.into_iter().next()?;
+    c.notes(&mut rep);
+    Some((c.json?, rep))
 }
 
 /// The start of the last `{ "key":` strictly inside `start..end`.

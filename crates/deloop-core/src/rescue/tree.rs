@@ -2,6 +2,8 @@
 //! (explicit, so the parser never recurses), and where the wanted key was
 //! found in it.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::quote_rule::Kind;
@@ -20,6 +22,52 @@ struct Frame {
     want_here: bool,
     /// The value of the wanted key in this object so far.
     hit: Option<Value>,
+    /// Text mode: members written so far, and the keys written.
+    count: usize,
+    keys: Keys,
+}
+
+/// The keys written in one object (text mode), to find a duplicate.
+#[derive(Debug, Default)]
+struct Keys {
+    few: Vec<String>,
+    many: Option<HashSet<String>>,
+}
+
+impl Keys {
+    /// Past this many keys a hash set replaces the linear search.
+    const FEW: usize = 16;
+
+    fn contains(&self, k: &str) -> bool {
+        match &self.many {
+            Some(set) => set.contains(k),
+            None => self.few.iter().any(|x| x == k),
+        }
+    }
+
+    fn insert(&mut self, k: String) {
+        if let Some(set) = &mut self.many {
+            set.insert(k);
+        } else if self.few.len() < Self::FEW {
+            self.few.push(k);
+        } else {
+            let mut set: HashSet<String> = self.few.drain(..).collect();
+            set.insert(k);
+            self.many = Some(set);
+        }
+    }
+}
+
+/// Text mode: the value written as compact JSON, exactly as `Value`'s
+/// `Display` writes the value the tree would have built.
+#[derive(Debug, Default)]
+struct Text {
+    out: Vec<u8>,
+    /// A duplicate key was met: text cannot replace the earlier value in
+    /// place, so the caller builds the value instead.
+    failed: bool,
+    /// The value being attached is a container already written.
+    written: bool,
 }
 
 /// Where the wanted key was found: the shallowest depth wins; among the
@@ -45,14 +93,56 @@ pub(crate) struct Tree {
     /// The kinds of the open brackets (the closing-quote rule reads them).
     kinds: Vec<Kind>,
     find: FindState,
+    /// Text mode (see [`Tree::text_mode`]).
+    text: Option<Text>,
 }
 
 impl Tree {
-    /// Empties the tree for a new parse, keeping its buffers.
+    /// Empties the tree for a new parse, keeping its buffers and mode.
     pub(crate) fn reset(&mut self) {
         self.stack.clear();
         self.kinds.clear();
         self.find = FindState::default();
+        if let Some(t) = &mut self.text {
+            *t = Text::default();
+        }
+    }
+
+    /// Text mode: the value is written as compact JSON text instead of
+    /// being built (for `repair` to text; no key is searched).
+    pub(crate) fn text_mode(&mut self, on: bool) {
+        self.text = on.then(Text::default);
+    }
+
+    /// In text mode, the JSON text written, or `None` when a duplicate
+    /// key made text impossible.
+    pub(crate) fn take_text(&mut self) -> Option<String> {
+        let t = self.text.as_mut()?;
+        if t.failed {
+            return None;
+        }
+        String::from_utf8(std::mem::take(&mut t.out)).ok()
+    }
+
+    /// Text mode: writes the separator and key before a member of the
+    /// innermost container.
+    fn text_prefix(&mut self) {
+        let (Some(t), Some(f)) = (self.text.as_mut(), self.stack.last_mut()) else {
+            return;
+        };
+        if f.count > 0 {
+            t.out.push(b',');
+        }
+        f.count += 1;
+        if f.kind == Kind::Obj {
+            let k = f.key.take().unwrap_or_default();
+            if f.keys.contains(&k) {
+                t.failed = true;
+            }
+            write_json(&mut t.out, k.as_str());
+            t.out.push(b':');
+            f.keys.insert(k);
+        }
     }
 
     /// Number of open brackets.
@@ -94,6 +184,12 @@ impl Tree {
 
     /// Opens an object or array.
     pub(crate) fn open(&mut self, kind: Kind) {
+        if self.text.is_some() {
+            self.text_prefix();
+            if let Some(t) = &mut self.text {
+                t.out.push(if kind == Kind::Obj { b'{' } else { b'[' });
+            }
+        }
         self.stack.push(Frame {
             kind,
             map: Map::new(),
@@ -102,6 +198,8 @@ impl Tree {
             unquoted_keys: false,
             want_here: false,
             hit: None,
+            count: 0,
+            keys: Keys::default(),
         });
         self.kinds.push(kind);
     }
@@ -137,6 +235,22 @@ impl Tree {
         let Some(mut f) = self.stack.pop() else {
             return Value::Null;
         };
+        if let Some(t) = &mut self.text {
+            if let Some(k) = f.key.take() {
+                // A key left without a value: `null`, unless the object
+                // already has it.
+                if !k.is_empty() && !f.keys.contains(&k) {
+                    if f.count > 0 {
+                        t.out.push(b',');
+                    }
+                    write_json(&mut t.out, k.as_str());
+                    t.out.extend_from_slice(b":null");
+                }
+            }
+            t.out.push(if f.kind == Kind::Obj { b'}' } else { b']' });
+            t.written = true;
+            return Value::Null;
+        }
         match f.kind {
             Kind::Arr => Value::Array(f.items),
             Kind::Obj => {
@@ -177,6 +291,22 @@ impl Tree {
     /// Attaches a finished value to the innermost container; returns it
     /// back when there is none (it is the root).
     pub(crate) fn attach(&mut self, v: Value) -> Option<Value> {
+        if let Some(t) = &mut self.text {
+            let written = std::mem::take(&mut t.written);
+            if self.stack.is_empty() {
+                if !written {
+                    write_json(&mut t.out, &v);
+                }
+                return Some(Value::Null);
+            }
+            if !written {
+                self.text_prefix();
+                if let Some(t) = &mut self.text {
+                    write_json(&mut t.out, &v);
+                }
+            }
+            return None;
+        }
         let root = self.stack.len() == 1;
         let Some(f) = self.stack.last_mut() else {
             return Some(v);
@@ -206,4 +336,10 @@ impl Tree {
     pub(crate) fn take_found(&mut self) -> (Option<Value>, Option<String>) {
         (self.find.found.take(), self.find.at_root.take())
     }
+}
+
+/// Appends `v` as compact JSON, as serde_json writes it.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    // Writing a string or a scalar to a `Vec` cannot fail.
+    let _ = serde_json::to_writer(out, v);
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use deloop_core::rescue::{repair_with, RescueOptions};
+use deloop_core::rescue::{repair_json_with, RescueOptions};
 use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
@@ -48,13 +48,17 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         max_input_bytes: args.max_bytes,
         max_depth: args.max_depth,
     };
-    match repair_with(&text, &opts) {
+    match repair_json_with(&text, &opts) {
         Ok(r) => {
             let mut out = std::io::stdout().lock();
             let printed = if args.json {
-                render::rescue::repair_json(&r.value, &r.repairs)
+                // The compact text is valid JSON by construction; read back
+                // (keys keep their order) to print it with its repairs.
+                let value: serde_json::Value = serde_json::from_str(&r.json)
+                    .map_err(|e| anyhow::anyhow!("internal error: repaired JSON does not parse: {e}"))?;
+                render::rescue::repair_json(&value, &r.repairs)
             } else {
-                render::rescue::document(&r.value)
+                render::rescue::document_text(&r.json)
             };
             out.write_all(printed.as_bytes())?;
             out.flush()?;
