@@ -389,7 +389,7 @@ impl Gen {
                             "truncated": false, "elapsedMs": noise}
             }),
             ResultKind::Write => {
-                if ver % 4 == 0 {
+                if ver.is_multiple_of(4) {
                     json!({"content": [{"type": "text", "text": "wrote"}], "details": {"changed": true}})
                 } else {
                     json!({"content": [{"type": "text", "text": "unchanged"}], "details": {"changed": false, "path": "/a"}})
@@ -516,7 +516,7 @@ impl Gen {
             Segment::Noise => self.shape(),
             Segment::Repeat(s) => s.clone(),
             Segment::PingPong(a, b) => {
-                if pos % 2 == 0 {
+                if pos.is_multiple_of(2) {
                     a.clone()
                 } else {
                     b.clone()

@@ -231,7 +231,7 @@ impl Index {
             let id: i64 = row.get(0)?;
             let blob: Vec<u8> = row.get(1)?;
             let dim = blob.len() / 4;
-            if dim == 0 || blob.len() % 4 != 0 || (cache.dim != 0 && dim != cache.dim) {
+            if dim == 0 || !blob.len().is_multiple_of(4) || (cache.dim != 0 && dim != cache.dim) {
                 return Err(Error::Schema(format!(
                     "chunk {id} has a malformed vector ({} bytes): rebuild with --reindex",
                     blob.len()

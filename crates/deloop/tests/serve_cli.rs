@@ -117,10 +117,7 @@ fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) -> (u1
 
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
-    loop {
-        let Some((size, rest)) = s.split_once("\r\n") else {
-            break;
-        };
+    while let Some((size, rest)) = s.split_once("\r\n") {
         let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
         if n == 0 {
             break;

@@ -54,8 +54,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             let printed = if args.json {
                 // The compact text is valid JSON by construction; read back
                 // (keys keep their order) to print it with its repairs.
-                let value: serde_json::Value = serde_json::from_str(&r.json)
-                    .map_err(|e| anyhow::anyhow!("internal error: repaired JSON does not parse: {e}"))?;
+                let value: serde_json::Value = serde_json::from_str(&r.json).map_err(|e| {
+                    anyhow::anyhow!("internal error: repaired JSON does not parse: {e}")
+                })?;
                 render::rescue::repair_json(&value, &r.repairs)
             } else {
                 render::rescue::document_text(&r.json)

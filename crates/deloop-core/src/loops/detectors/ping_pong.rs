@@ -21,7 +21,7 @@ pub(crate) fn measure(history: View<'_>, current: Digest, sticky: bool) -> Optio
     let other = history.iter().rev().skip(1).find(|r| r.call != a)?.call;
     let mut tail = 0usize;
     for r in history.iter().rev() {
-        let expected = if tail % 2 == 0 { a } else { other };
+        let expected = if tail.is_multiple_of(2) { a } else { other };
         if r.call != expected {
             break;
         }
