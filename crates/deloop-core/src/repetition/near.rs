@@ -18,8 +18,9 @@
 //! * **counters**: tokens with every digit run masked (`28:00` =
 //!   `29:00`, `assistant57` = `assistant58`) repeating with a period of
 //!   1–8 tokens for `max(masked_min_run, masked_run_per_period·p)` tokens,
-//!   the unit holding a word and a number, and at most one token of the
-//!   unit differing from its previous copy (one counter);
+//!   the unit holding a word and a number, and exactly one token of the
+//!   unit differing from its previous copy at most (one counter) while
+//!   another token stays the same (a run of ids `item1 item2 …` passes);
 //! * **long units without white space**: a unit of `chain_min_unit` to
 //!   `chain_max_unit` characters repeated `chain_copies` times back to
 //!   back inside one run of non-white-space (`/api/v1/users/api/v1/…`),
@@ -757,7 +758,9 @@ impl Near {
             let differs = (j + 1 - p..=j)
                 .filter(|&t| self.toks[t % TOK_RING].raw != self.toks[(t - p) % TOK_RING].raw)
                 .count();
-            if differs > 1 {
+            // And something besides the counter repeats: a run of tokens that
+            // each change (`palabra0 palabra1 …`, sequential ids) is content.
+            if differs > 1 || differs >= p {
                 continue;
             }
             // First matching token a; the loop starts at a - p.
@@ -1096,6 +1099,17 @@ fn within_edits(a: &[u64], b: &[u64], k: usize) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A run of sequential ids changes every token: content, not a loop.
+    /// A counter with a repeating word beside it is a loop.
+    #[test]
+    fn sequential_ids_pass_and_counted_units_fire() {
+        let config = ClampConfig::default();
+        let ids: String = (0..200).map(|i| format!("palabra{i} ")).collect();
+        assert!(!crate::repetition::clamp_near(&ids, &config).is_clamped());
+        let counted: String = (0..200).map(|i| format!("{i}:00 PM: ")).collect();
+        assert!(crate::repetition::clamp_near(&counted, &config).is_clamped());
+    }
 
     /// Pushing ASCII bytes one at a time or as words of any split gives
     /// the same key, before and after another character.
