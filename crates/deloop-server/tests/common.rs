@@ -1,14 +1,10 @@
 //! Starts a real server on 127.0.0.1 for the end-to-end tests.
 #![allow(dead_code)]
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use deloop_core::loops::{LoopConfig, Profile};
 use deloop_core::repetition::ClampConfig;
 use deloop_server::auth::ApiKeys;
-use deloop_server::metrics::Metrics;
-use deloop_server::sessions::{GuardSettings, MemoryStore};
+use deloop_server::sessions::GuardSettings;
 use deloop_server::{AppState, ServerSettings};
 
 /// A running server: its base URL and a handle that stops it when dropped.
@@ -34,26 +30,13 @@ impl Drop for TestServer {
 }
 
 pub fn state_with(settings: ServerSettings, profile: Profile, keys: ApiKeys) -> AppState {
-    let metrics = Arc::new(Metrics::new());
     let guard = GuardSettings {
         profile,
         config: LoopConfig::default(),
         max_open_calls: settings.sessions.max_open_calls,
     };
-    let store = MemoryStore::new(
-        guard.clone(),
-        settings.sessions.max_sessions,
-        Duration::from_secs(settings.sessions.idle_ttl_secs),
-        metrics.clone(),
-    );
-    let state = AppState::new(
-        settings,
-        ClampConfig::default(),
-        guard,
-        Arc::new(store),
-        metrics,
-        keys,
-    );
+    let (state, _store) =
+        deloop_server::build::memory_state(settings, ClampConfig::default(), guard, keys);
     state.set_ready();
     state
 }
@@ -83,5 +66,8 @@ pub async fn start_default() -> TestServer {
 }
 
 pub fn client() -> reqwest::Client {
+    // reqwest is unified with deloop-llm's `rustls-no-provider` feature:
+    // install rustls' ring provider as deloop-llm does (Err: already set).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().build().unwrap()
 }
