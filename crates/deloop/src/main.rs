@@ -40,7 +40,7 @@ enum Command {
     Search(cmd::search::Args),
     /// Ask the library oracle a question about the indexed docs.
     Ask(cmd::ask::Args),
-    /// Serve deloop over HTTP: the oracle, the guards, live-agent sessions, metrics.
+    /// Serve deloop over HTTP: the guards, live-agent sessions, MCP at /mcp, metrics.
     Serve(cmd::serve::Args),
     /// Serve deloop's guards as MCP tools over stdio (for agents' MCP configs).
     Mcp(cmd::serve::McpArgs),

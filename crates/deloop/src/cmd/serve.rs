@@ -7,9 +7,10 @@ use deloop_config::Config;
 
 /// Flags of `deloop serve`.
 ///
-/// Serves the seed's `/api/oracle`, `/api/help` and `/api/tutor`, the guards
-/// (`/v1/clamp`, `/v1/rescue`, `/v1/repair`, `/v1/check`), the live-agent
-/// session API (`/v1/sessions/...`), `/healthz`, `/readyz`, `/metrics`.
+/// Serves the guards (`/v1/clamp`, `/v1/rescue`, `/v1/repair`,
+/// `/v1/check`), the live-agent session API (`/v1/sessions/...`), MCP at
+/// `/mcp`, `/healthz`, `/readyz` and `/metrics`. The seed's `/api/oracle`,
+/// `/api/help` and `/api/tutor` are not served yet.
 /// Exit codes: 0 after a graceful shutdown (SIGTERM or Ctrl-C), 1 when the
 /// server cannot start or fails (address in use, …), 2 for a bad config.
 #[derive(Debug, clap::Args)]
