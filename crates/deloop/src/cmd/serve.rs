@@ -19,9 +19,6 @@ pub struct Args {
     /// 127.0.0.1:8080). Port 0 picks a free port; the address is printed.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// The index file (as for `deloop ask`).
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
     /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
@@ -89,7 +86,6 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .listen_addr()
         .map_err(|e| BadInput(e.to_string()))?;
     let (state, store) = state(&config)?;
-    let _db = args.db;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
