@@ -264,13 +264,15 @@ fn startup_failures_use_the_exit_code_table() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The port in use: exit 1 with advice.
+    // The port in use: exit 1 with advice (from a folder without the bad
+    // deloop.toml above).
+    let clean = tempfile::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
         .args(["serve", "--listen", &addr])
         .env_remove("DELOOP_CONFIG")
-        .current_dir(dir.path())
+        .current_dir(clean.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
