@@ -419,8 +419,14 @@ mod tests {
             for text in texts {
                 let fast = strict_json(&text, &RescueOptions::default());
                 let slow = lenient(&text);
-                prop_assert!(fast.is_some(), "fast path refused {text}");
-                prop_assert_eq!(fast.as_ref(), slow.as_ref().map(|(v, _)| v), "{}", text);
+                // The fast path steps aside only by its documented byte
+                // rules (`-0` anywhere, even inside a string, or `</think`);
+                // the lenient parser then answers, so only speed differs.
+                let stepped_aside = text.contains("-0") || text.contains("</think");
+                prop_assert!(fast.is_some() || stepped_aside, "fast path refused {text}");
+                if fast.is_some() {
+                    prop_assert_eq!(fast.as_ref(), slow.as_ref().map(|(v, _)| v), "{}", text);
+                }
                 prop_assert_eq!(slow.map(|(_, r)| r), Some(vec![]), "{}", text);
             }
         }
