@@ -32,3 +32,15 @@ pub enum RescueError {
         limit: usize,
     },
 }
+
+impl RescueError {
+    /// Whether the input broke a limit (too large, too deep): the caller's
+    /// input is at fault, rather than there being nothing to rescue. The CLI
+    /// exits 2 on it, the server answers 422.
+    pub fn is_input_limit(&self) -> bool {
+        matches!(
+            self,
+            RescueError::TooLarge { .. } | RescueError::TooDeep { .. }
+        )
+    }
+}

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use deloop_core::repetition::{clamp, ClampConfig};
-use deloop_core::rescue::{repair_with, rescue_with, RescueError, RescueOptions};
+use deloop_core::rescue::{repair_with, rescue_with, RescueOptions};
 use deloop_render::check::{CheckError, CheckOptions};
 use serde::Deserialize;
 use serde_json::Value;
@@ -91,13 +91,6 @@ pub struct RescueRequest {
     pub key: String,
 }
 
-fn is_bad_input(e: &RescueError) -> bool {
-    matches!(
-        e,
-        RescueError::TooLarge { .. } | RescueError::TooDeep { .. }
-    )
-}
-
 /// `POST /v1/rescue`: the value of `key` in broken JSON model output. A
 /// rescue that finds nothing is a 200 with `"ok": false`.
 pub async fn rescue(
@@ -122,7 +115,7 @@ pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value,
             &r.repairs,
             None,
         )),
-        Err(e) if is_bad_input(&e) => Err(ApiError::unprocessable(e.to_string())),
+        Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
         Err(e) => Ok(deloop_render::rescue::report_value(
             None,
             &[],
@@ -159,7 +152,7 @@ pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value,
         .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?;
     match out {
         Ok(r) => Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs)),
-        Err(e) if is_bad_input(&e) => Err(ApiError::unprocessable(e.to_string())),
+        Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
         Err(e) => Err(ApiError::unprocessable(format!(
             "{e}: the text holds no JSON value to repair"
         ))),

@@ -68,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Ok)
         }
-        Err(e) if crate::cmd::rescue::is_bad_input(&e) => Err(BadInput(e.to_string()).into()),
+        Err(e) if e.is_input_limit() => Err(BadInput(e.to_string()).into()),
         Err(e) => Err(anyhow::anyhow!(
             "{e}: the input holds no JSON value to repair (is this the model's reply?)"
         )),

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use deloop_core::rescue::{rescue_with, RescueError, RescueOptions};
+use deloop_core::rescue::{rescue_with, RescueOptions};
 use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
@@ -40,15 +40,6 @@ pub struct Args {
     pub max_depth: usize,
 }
 
-/// Whether an error is the input's fault (exit 2) rather than "nothing to
-/// rescue" (exit 1).
-pub(crate) fn is_bad_input(e: &RescueError) -> bool {
-    matches!(
-        e,
-        RescueError::TooLarge { .. } | RescueError::TooDeep { .. }
-    )
-}
-
 /// Runs `deloop rescue`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     let text = match input::read_text(args.file.as_deref(), args.lossy) {
@@ -78,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         Err(e) => {
-            let bad = is_bad_input(&e);
+            let bad = e.is_input_limit();
             if args.json {
                 print_out(&render::rescue::report_json(
                     None,
