@@ -288,6 +288,11 @@ impl Oracle {
         &self.inner.notes
     }
 
+    /// Passages retrieved when a request does not say (`[oracle] k`).
+    pub fn default_k(&self) -> usize {
+        self.inner.settings.k
+    }
+
     /// The LLM's provider (`gemini`, `openai`), or `extractive` without one.
     pub fn provider(&self) -> &str {
         if self.inner.client.is_some() {
@@ -501,6 +506,7 @@ impl Oracle {
             streamed: false,
             loop_cut: false,
             saved_chars: 0,
+            loop_detector: None,
             llm_error: None,
             repairs: Vec::new(),
             retrieval: RetrievalInfo {
@@ -606,6 +612,18 @@ impl Oracle {
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_owned))
                         .unwrap_or_default();
+                    // A loop mid-stream is an upstream fault like the
+                    // others: the answer kept is the part before the loop.
+                    report.degraded = true;
+                    if report.degraded_reason.is_none() {
+                        report.degraded_reason = Some("loop_cut".into());
+                    }
+                    report.llm_error = Some(format!(
+                        "the model looped mid-stream ({detector} detector, from character {}); \
+                         the stream was cut there and the request cancelled",
+                        cut.start
+                    ));
+                    report.loop_detector = Some(detector.clone());
                     events
                         .send(AskEvent::Cut(CutEvent {
                             detector,

@@ -59,9 +59,12 @@ pub struct AskReport {
     pub mode: Mode,
     /// The answer language.
     pub language: Language,
-    /// True when a fallback, refusal or extractive-after-failure message replaced the model's answer.
+    /// True when the answer is not the model's complete answer: a fallback,
+    /// refusal or extractive-after-failure message replaced it, or the
+    /// model looped and only the part before the loop is kept.
     pub degraded: bool,
-    /// Why it is degraded (`nothing_rescued`, `loop_too_short`, `refused`, `llm_failed`).
+    /// Why it is degraded (`nothing_rescued`, `loop_too_short`, `loop_cut`,
+    /// `refused`, `llm_failed`).
     pub degraded_reason: Option<String>,
     /// The refusal reason code, when the model refused.
     pub refusal: Option<String>,
@@ -83,10 +86,15 @@ pub struct AskReport {
     pub loop_cut: bool,
     /// Characters received after the cut and discarded.
     pub saved_chars: usize,
-    /// The LLM error, when the call failed (HTTP error after the retries,
-    /// 429 beyond the retries, timeout, dropped connection, malformed
-    /// reply) and the answer is extractive; `degraded_reason` is then
-    /// `llm_failed`.
+    /// The detector that cut the stream (`words`, `substring`, `near`),
+    /// when `loop_cut` is set; left out otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_detector: Option<String>,
+    /// What went wrong upstream: the LLM call failed (HTTP error after the
+    /// retries, 429 beyond the retries, timeout, dropped connection,
+    /// malformed reply) and the answer is extractive (`degraded_reason`
+    /// `llm_failed`), or the model looped mid-stream and was cut
+    /// (`loop_cut`).
     pub llm_error: Option<String>,
     /// The JSON repairs applied to the reply.
     pub repairs: Vec<String>,

@@ -26,6 +26,7 @@ pub mod error;
 pub mod layers;
 pub mod mcp;
 pub mod metrics;
+pub mod oracle;
 pub mod routes;
 pub mod sessions;
 pub mod state;
@@ -53,7 +54,17 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The router with every route and layer.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
+    let mut mcp_server = mcp::McpServer::new(state.clone());
+    let mut api = Router::new();
+    if state.serves_oracle() {
+        mcp_server =
+            mcp_server.with_ask(std::sync::Arc::new(oracle::OracleTools::new(state.clone())));
+        api = api
+            .route("/api/oracle", post(routes::oracle::oracle))
+            .route("/api/help", post(routes::oracle::help))
+            .route("/api/tutor", post(routes::oracle::tutor));
+    }
+    let api = api
         .route("/v1/clamp", post(routes::guards::clamp_text))
         .route("/v1/rescue", post(routes::guards::rescue))
         .route("/v1/repair", post(routes::guards::repair))
@@ -70,10 +81,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sessions/{session}", delete(routes::sessions::forget))
         .merge(
             Router::new()
-                .route_service(
-                    "/mcp",
-                    mcp::http_service(mcp::McpServer::new(state.clone())),
-                )
+                .route_service("/mcp", mcp::http_service(mcp_server))
                 .layer(middleware::from_fn(mcp::problem_answers)),
         )
         .route("/metrics", get(routes::ops::metrics))

@@ -1,9 +1,10 @@
 //! What every handler shares.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use deloop_core::repetition::ClampConfig;
+use deloop_oracle::Oracle;
 use tokio::sync::Semaphore;
 
 use crate::auth::ApiKeys;
@@ -25,6 +26,9 @@ pub(crate) struct Inner {
     pub keys: ApiKeys,
     pub permits: Arc<Semaphore>,
     pub ready: AtomicBool,
+    /// `Some` when this server answers `/api/*` and the MCP `ask` tool;
+    /// the oracle is set once it has opened.
+    pub oracle: Option<OnceLock<Result<Oracle, String>>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -56,7 +60,59 @@ impl AppState {
             keys,
             permits,
             ready: AtomicBool::new(false),
+            oracle: None,
         }))
+    }
+
+    /// This state, for a server that also answers the documentation oracle
+    /// (`/api/oracle`, `/api/help`, `/api/tutor`, the MCP `ask` and
+    /// `search` tools). The oracle itself comes later, with
+    /// [`AppState::set_oracle`]; until then those routes answer 503 and
+    /// `/readyz` is not ready.
+    pub fn serving_oracle(self) -> Self {
+        let i = &self.0;
+        AppState(Arc::new(Inner {
+            settings: i.settings.clone(),
+            clamp: i.clamp.clone(),
+            guard: i.guard.clone(),
+            sessions: i.sessions.clone(),
+            metrics: i.metrics.clone(),
+            keys: i.keys.clone(),
+            permits: i.permits.clone(),
+            ready: AtomicBool::new(false),
+            oracle: Some(OnceLock::new()),
+        }))
+    }
+
+    /// Hands the opened oracle to the server and marks it ready. Returns
+    /// false (and changes nothing) when the state does not serve the oracle
+    /// or already has one.
+    pub fn set_oracle(&self, oracle: Oracle) -> bool {
+        match &self.0.oracle {
+            Some(slot) if slot.set(Ok(oracle)).is_ok() => {
+                self.set_ready();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Records that the oracle could not open: the oracle's routes and
+    /// tools then answer with `reason` (the server stays not ready).
+    pub fn set_oracle_failed(&self, reason: String) -> bool {
+        match &self.0.oracle {
+            Some(slot) => slot.set(Err(reason)).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether this server answers the documentation oracle.
+    pub fn serves_oracle(&self) -> bool {
+        self.0.oracle.is_some()
+    }
+
+    pub(crate) fn oracle_slot(&self) -> Option<&OnceLock<Result<Oracle, String>>> {
+        self.0.oracle.as_ref()
     }
 
     /// The settings.

@@ -377,7 +377,12 @@ fn openai_looping_stream_is_cancelled_early_and_clamped() {
     assert_eq!(code(&out), 3, "{v}");
     assert_eq!(v["loop_cut"], true);
     assert_eq!(v["clamped"], true);
-    assert_eq!(v["degraded"], false);
+    // A loop mid-stream is reported like the other upstream faults: the
+    // answer is the part before the loop, marked degraded, with the reason.
+    assert_eq!(v["degraded"], true);
+    assert_eq!(v["degraded_reason"], "loop_cut");
+    assert!(v["llm_error"].as_str().unwrap().contains("looped"), "{v}");
+    assert!(v["loop_detector"].is_string(), "{v}");
     assert!(
         v["answer"]
             .as_str()

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 struct Server {
     child: Child,
     url: String,
+    /// The server's working folder (its default index lives there).
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -22,14 +24,21 @@ impl Drop for Server {
 }
 
 fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
-    let tmp = std::env::temp_dir();
+    let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
     cmd.arg("serve")
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
-        .current_dir(&tmp)
+        .current_dir(dir.path())
         .env_remove("DELOOP_CONFIG")
         .env_remove("DELOOP_API_KEYS")
+        .env_remove("DELOOP_DB")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("DELOOP_LLM_PROVIDER")
+        // The default index is built from the embedded docs without
+        // vectors: fast, and enough for lexical answers.
+        .env("DELOOP_EMBEDDER", "none")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -50,7 +59,11 @@ fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
     };
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Server { child, url }
+    Server {
+        child,
+        url,
+        _dir: dir,
+    }
 }
 
 fn cli(args: &[&str], stdin: &[u8]) -> Output {
@@ -309,4 +322,52 @@ fn sigterm_shuts_down_gracefully_with_exit_0() {
     assert!(kill.success());
     let status = server.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn api_routes_answer_from_the_embedded_docs_once_ready() {
+    let server = start(&[], &[]);
+    let mut ready = false;
+    for _ in 0..600 {
+        let (status, _) = http("GET", &format!("{}/readyz", server.url), None, "text/plain");
+        if status == 200 {
+            ready = true;
+            break;
+        }
+        assert_eq!(status, 503);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready, "never ready");
+    for mode in ["oracle", "help", "tutor"] {
+        let (status, v) = post(
+            &format!("{}/api/{mode}", server.url),
+            &json!({"question": "How do I stop a looping stream?", "lang": "en"}),
+        );
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["mode"], mode);
+        assert_eq!(v["provider"], "extractive");
+        assert!(!v["citations"].as_array().unwrap().is_empty(), "{v}");
+        assert!(!v["answer"].as_str().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn a_named_index_that_does_not_exist_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            missing.to_str().unwrap(),
+        ])
+        .env_remove("DELOOP_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("deloop index"), "{stderr}");
 }

@@ -181,11 +181,14 @@ async fn respond(reply: Reply, probe: Arc<StreamProbe>) -> Response {
             sse_response(Body::from(body))
         }
         Reply::SseThenStall(events) => {
-            let stream = futures_util::stream::unfold(0usize, move |i| {
+            // The probe sees the client go away while the stream stalls.
+            let flag = DropFlag(probe.clone());
+            let stream = futures_util::stream::unfold((0usize, flag), move |(i, flag)| {
                 let events = events.clone();
                 async move {
                     if i < events.len() {
-                        Some((Ok::<_, Infallible>(sse_event(&events[i])), i + 1))
+                        flag.0.sent.fetch_add(1, Ordering::SeqCst);
+                        Some((Ok::<_, Infallible>(sse_event(&events[i])), (i + 1, flag)))
                     } else {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         None

@@ -3,4 +3,5 @@
 
 pub mod guards;
 pub mod ops;
+pub mod oracle;
 pub mod sessions;

@@ -7,12 +7,15 @@ use deloop_config::Config;
 
 /// Flags of `deloop serve`.
 ///
-/// Serves the guards (`/v1/clamp`, `/v1/rescue`, `/v1/repair`,
-/// `/v1/check`), the live-agent session API (`/v1/sessions/...`), MCP at
-/// `/mcp`, `/healthz`, `/readyz` and `/metrics`. The seed's `/api/oracle`,
-/// `/api/help` and `/api/tutor` are not served yet.
+/// Serves the documentation oracle (`/api/oracle`, `/api/help`,
+/// `/api/tutor`, as JSON or server-sent events), the guards (`/v1/clamp`,
+/// `/v1/rescue`, `/v1/repair`, `/v1/check`), the live-agent session API
+/// (`/v1/sessions/...`), MCP at `/mcp` (with `ask` and `search`),
+/// `/healthz`, `/readyz` (ready once the index is open), `/metrics` and
+/// `/openapi.json`. Without an LLM key, answers are extractive.
 /// Exit codes: 0 after a graceful shutdown (SIGTERM or Ctrl-C), 1 when the
-/// server cannot start or fails (address in use, …), 2 for a bad config.
+/// server cannot start or fails (address in use, an unreadable index, …),
+/// 2 for a bad config or a named index that does not exist.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address to listen on (default: `server.listen`, `DELOOP_LISTEN`, else
@@ -22,6 +25,10 @@ pub struct Args {
     /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// The index to answer from (default: `DELOOP_DB`, `[index] db`, else
+    /// `.deloop/index.db`, built from deloop's own docs when missing).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
 /// Loads the config and the server settings with the environment applied.
@@ -86,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .listen_addr()
         .map_err(|e| BadInput(e.to_string()))?;
     let (state, store) = state(&config)?;
+    let state = state.serving_oracle();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -94,15 +102,72 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e} (is another server using the port? pick one with --listen)"))?;
         let local = listener.local_addr()?;
-        state.set_ready();
         let sweep_every = std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
         deloop_server::build::spawn_sweeper(store, sweep_every);
         eprintln!("deloop: listening on http://{local}");
         tracing::info!(%local, auth = state_keys(&config), "serving");
-        deloop_server::serve(listener, state, deloop_server::shutdown_signal()).await?;
+        let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
+        let opening = open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        let shutdown = async move {
+            tokio::select! {
+                () = deloop_server::shutdown_signal() => {}
+                Ok(()) = failed_rx => {}
+            }
+        };
+        deloop_server::serve(listener, state, shutdown).await?;
+        // The oracle failed to open: the reason, as the exit code says.
+        if opening.is_finished() {
+            if let Ok(Some(e)) = opening.await {
+                return Err(e);
+            }
+        }
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)
+}
+
+/// Opens the oracle off the async threads (SQLite; the first start builds
+/// the default index from deloop's docs) and hands it to the server, which
+/// is then ready. On failure the error is returned and `failed` stops the
+/// server.
+fn open_oracle(
+    config: Config,
+    db: Option<PathBuf>,
+    state: deloop_server::AppState,
+    failed: tokio::sync::oneshot::Sender<()>,
+) -> tokio::task::JoinHandle<Option<anyhow::Error>> {
+    tokio::task::spawn_blocking(move || {
+        let on_note = |note: &str| tracing::info!(%note, "opening the index");
+        let opened = deloop_oracle::Oracle::open_with(
+            &config,
+            db.as_deref(),
+            deloop_oracle::OpenOptions {
+                extractive_only: false,
+                on_note: Some(&on_note),
+            },
+        );
+        match opened {
+            Ok(oracle) => {
+                tracing::info!(
+                    provider = oracle.provider(),
+                    model = oracle.model(),
+                    "the oracle is open; ready"
+                );
+                state.set_oracle(oracle);
+                None
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot open the oracle");
+                state.set_oracle_failed(e.to_string());
+                let _ = failed.send(());
+                Some(if e.is_usage() {
+                    BadInput(e.to_string()).into()
+                } else {
+                    anyhow::Error::new(e).context("cannot open the index")
+                })
+            }
+        }
+    })
 }
 
 fn state_keys(config: &Config) -> bool {
@@ -113,8 +178,9 @@ fn state_keys(config: &Config) -> bool {
 /// Flags of `deloop mcp`.
 ///
 /// Serves MCP over stdio (stdout carries the protocol; logs go to stderr):
-/// the tools `clamp_text`, `rescue_json`, `repair_json`, `check_tool_call`,
-/// `record_tool_result`, `forget_session` and `check_transcript`. Exit codes:
+/// the tools `ask`, `search`, `clamp_text`, `rescue_json`, `repair_json`,
+/// `check_tool_call`, `record_tool_result`, `forget_session` and
+/// `check_transcript`. Exit codes:
 /// 0 when the client closes the connection, 1 on an I/O failure, 2 for a bad
 /// config.
 #[derive(Debug, clap::Args)]
@@ -122,6 +188,9 @@ pub struct McpArgs {
     /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// The index `ask` and `search` answer from (as for `deloop serve`).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
 /// Runs `deloop mcp`.
@@ -129,7 +198,7 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
     let config = load(args.config.as_deref())?;
     init_logging(&config.server.log_format);
     let (state, store) = state(&config)?;
-    state.set_ready();
+    let state = state.serving_oracle();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -137,7 +206,14 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
         let sweep_every =
             std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
         deloop_server::build::spawn_sweeper(store, sweep_every);
-        deloop_server::serve_stdio(state).await
+        // The guard tools answer at once; `ask` and `search` once the index
+        // is open (until then they say so). A failure to open is logged and
+        // `ask` reports it; the guard tools keep working.
+        let (failed_tx, _failed_rx) = tokio::sync::oneshot::channel();
+        let _opening = open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        let tools = deloop_server::oracle::OracleTools::new(state.clone());
+        let server = deloop_server::McpServer::new(state).with_ask(std::sync::Arc::new(tools));
+        deloop_server::mcp::serve_stdio_with(server).await
     })?;
     Ok(Exit::Ok)
 }

@@ -1,0 +1,190 @@
+//! The seed's `POST /api/oracle`, `/api/help` and `/api/tutor`: one
+//! question to the documentation oracle, answered as JSON (the object
+//! `deloop ask --json` prints) or as server-sent events.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use deloop_oracle::{AskEvent, AskRequest, Oracle};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+
+use crate::error::{ApiError, ApiJson};
+use crate::mcp::{AskArgs, AskLang, AskMode, AskRetrieval, Turn};
+use crate::oracle::{api_error, oracle_of, record_cut};
+use crate::state::AppState;
+
+/// The body of `/api/oracle`, `/api/help` and `/api/tutor`. Absent
+/// options take the server's `[oracle]` defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskBody {
+    /// The question (not empty).
+    pub question: String,
+    /// `es`, `en` or `auto` (detect from the question).
+    pub lang: Option<AskLang>,
+    /// Passages to retrieve (1 to 50).
+    pub k: Option<usize>,
+    /// Retrieve with a HyDE passage written by the LLM.
+    pub hyde: Option<bool>,
+    /// `hybrid`, `lexical` or `vector`.
+    pub retrieval: Option<AskRetrieval>,
+    /// Earlier turns of the dialogue, oldest first (the tutor's).
+    #[serde(default)]
+    pub history: Vec<Turn>,
+    /// Answer as server-sent events (also chosen by `Accept:
+    /// text/event-stream`); `false` asks the LLM for one unstreamed reply.
+    pub stream: Option<bool>,
+}
+
+impl AskBody {
+    fn into_request(self, mode: AskMode) -> AskRequest {
+        let stream = self.stream;
+        let mut req = AskArgs {
+            question: self.question,
+            mode: Some(mode),
+            lang: self.lang,
+            k: self.k,
+            hyde: self.hyde,
+            retrieval: self.retrieval,
+            history: self.history,
+        }
+        .into_request();
+        req.stream = stream;
+        req
+    }
+}
+
+/// `POST /api/oracle`.
+pub async fn oracle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<AskBody>,
+) -> Result<Response, ApiError> {
+    ask(state, AskMode::Oracle, &headers, body).await
+}
+
+/// `POST /api/help`.
+pub async fn help(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<AskBody>,
+) -> Result<Response, ApiError> {
+    ask(state, AskMode::Help, &headers, body).await
+}
+
+/// `POST /api/tutor`.
+pub async fn tutor(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<AskBody>,
+) -> Result<Response, ApiError> {
+    ask(state, AskMode::Tutor, &headers, body).await
+}
+
+fn wants_events(headers: &HeaderMap, body: &AskBody) -> bool {
+    body.stream == Some(true)
+        || headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| {
+                v.split(',')
+                    .any(|m| m.trim().starts_with("text/event-stream"))
+            })
+}
+
+async fn ask(
+    state: AppState,
+    mode: AskMode,
+    headers: &HeaderMap,
+    body: AskBody,
+) -> Result<Response, ApiError> {
+    let oracle = oracle_of(&state)?;
+    let sse = wants_events(headers, &body);
+    let req = body.into_request(mode);
+    if sse {
+        return Ok(events(state, oracle, req).into_response());
+    }
+    let outcome = oracle.ask(req).await.map_err(|e| api_error(&e))?;
+    record_cut(&state, &outcome.report);
+    Ok(ApiJson(outcome.report).into_response())
+}
+
+/// Aborts the ask when the response stream is dropped (the client went
+/// away): dropping the ask's future closes the LLM connection, so the
+/// upstream stops generating.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Events queued between the ask and a slow client before the ask waits
+/// (deltas are merged while it waits, so the answer is never lost).
+const EVENT_QUEUE: usize = 64;
+
+fn events(
+    state: AppState,
+    oracle: Oracle,
+    req: AskRequest,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(EVENT_QUEUE);
+    let task = tokio::spawn(async move {
+        // The error, if any, was sent as an `error` event.
+        let _ = oracle.ask_with_events(req, tx).await;
+    });
+    let guard = AbortOnDrop(task);
+    let idle = Duration::from_secs(state.settings().stream_idle_timeout_secs.max(1));
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let timed = tokio_stream::StreamExt::timeout(stream, idle);
+    let out = futures_util::stream::unfold(
+        (Box::pin(timed), Some(guard), state),
+        move |(mut s, guard, state)| async move {
+            let guard = guard?;
+            match s.next().await {
+                None => None,
+                Some(Ok(ev)) => {
+                    if let AskEvent::Cut(cut) = &ev {
+                        state
+                            .metrics()
+                            .loop_cut("oracle", &cut.detector, cut.saved_chars as u64);
+                    }
+                    let end = matches!(ev, AskEvent::Done(_) | AskEvent::Error(_));
+                    let event = sse_event(&ev);
+                    // After `done` or `error` the stream ends; the guard
+                    // goes with it (the ask has finished by then).
+                    Some((Ok(event), (s, (!end).then_some(guard), state)))
+                }
+                Some(Err(_elapsed)) => {
+                    let ev = Event::default().event("error").data(
+                        serde_json::json!({
+                            "kind": "timeout",
+                            "message": format!(
+                                "no event for {} s (server.stream_idle_timeout_secs); the ask was cancelled",
+                                idle.as_secs()
+                            ),
+                        })
+                        .to_string(),
+                    );
+                    drop(guard);
+                    Some((Ok(ev), (s, None, state)))
+                }
+            }
+        },
+    );
+    Sse::new(out).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+fn sse_event(ev: &AskEvent) -> Event {
+    Event::default()
+        .event(ev.name())
+        .data(ev.payload().to_string())
+}
