@@ -3,16 +3,16 @@
 //! * `loops/hash/*`: canonical hashing of large results (throughput in bytes);
 //! * `loops/replay/*`: replay of an in-memory parsed transcript (throughput in events);
 //! * `loops/check/*`: the `deloop check --json` pipeline on events-format
-//!   text: each line parsed (envelope borrowed, `args`/`result` as JSON
-//!   values), replayed through a streaming [`Replay`], and its verdict
+//!   text: each line parsed by the CLI's own parser
+//!   (`loops::transcript::EventBatch`), replayed through a streaming [`Replay`], and its verdict
 //!   written as a JSON line (throughput in events; the CLI adds only file
 //!   reading and UTF-8 checks).
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use deloop_core::loops::hashing::{digest_value, Canon};
 use deloop_core::loops::replay::{CallVerdict, Event, Replay};
-use deloop_core::loops::{Guard, LoopConfig, Outcome, OutcomeBody, Profile, Scope, ToolCall};
+use deloop_core::loops::transcript::EventBatch;
+use deloop_core::loops::{Guard, LoopConfig, Outcome, OutcomeBody, Profile, ToolCall};
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::hint::black_box;
 
 fn small_args(i: usize) -> Value {
@@ -179,25 +179,6 @@ pub fn events_text(events: usize) -> String {
     s
 }
 
-/// The envelope of one events line (as `deloop check` parses it).
-#[derive(serde::Deserialize)]
-struct Line<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Cow<'a, str>,
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    tool: Option<Cow<'a, str>>,
-    #[serde(default)]
-    args: Option<Value>,
-    #[serde(default)]
-    result: Option<Value>,
-    #[serde(borrow, default)]
-    error: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    run: Option<Cow<'a, str>>,
-}
-
 /// One JSON line per verdict, written without `format!` as the CLI does.
 fn write_line(out: &mut Vec<u8>, v: &CallVerdict) {
     let f = &v.verdict;
@@ -235,31 +216,23 @@ pub fn check_pipeline(text: &str, profile: Profile) -> usize {
     let mut r = Replay::streaming(Guard::new(profile, LoopConfig::default()));
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut written = 0;
-    for line in text.lines() {
-        let ev: Line<'_> = serde_json::from_str(line).expect("bench input is valid");
-        match &*ev.ty {
-            "call" => {
-                let args = ev.args.unwrap_or(Value::Null);
-                let mut call = ToolCall::new(ev.tool.as_deref().unwrap_or(""), &args);
-                call.call_id = ev.id.as_deref();
-                call.run_id = ev.run.as_deref();
-                r.push_call(&call);
-            }
-            "result" => {
-                let body = match (&ev.error, &ev.result) {
-                    (Some(e), _) => OutcomeBody::Error(e),
-                    (None, Some(v)) => OutcomeBody::Result(v),
-                    (None, None) => OutcomeBody::Result(&Value::Null),
-                };
-                r.push_result(ev.id.as_deref(), body).expect("ids match");
-            }
-            _ => r.push_compaction(&Scope::default()),
+    // The CLI's parser: lines go through an `EventBatch` a block at a time.
+    let mut batch = EventBatch::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while lines.peek().is_some() {
+        batch.clear();
+        for (i, line) in lines.by_ref().take(4096) {
+            batch.push_line(line, i + 1);
         }
-        while let Some(v) = r.pop_settled() {
-            write_line(&mut out, &v);
-            if out.len() > 1 << 16 {
-                written += out.len();
-                out.clear();
+        for (_, event) in batch.iter() {
+            let event = event.expect("bench input is valid");
+            event.replay(&mut r).expect("ids match");
+            while let Some(v) = r.pop_settled() {
+                write_line(&mut out, &v);
+                if out.len() > 1 << 16 {
+                    written += out.len();
+                    out.clear();
+                }
             }
         }
     }
