@@ -208,7 +208,9 @@ impl Default for GuardsSection {
     }
 }
 
+pub mod proxy;
 pub mod server;
+pub use proxy::ProxySettings;
 pub use server::{ServerSettings, SessionSettings, SettingsError};
 
 /// The whole configuration.
@@ -225,6 +227,8 @@ pub struct Config {
     pub guards: GuardsSection,
     /// `[server]`.
     pub server: ServerSettings,
+    /// `[proxy]`: `deloop proxy` (docs/proxy.md).
+    pub proxy: ProxySettings,
     /// Where the file came from (none: defaults and environment only).
     #[serde(skip)]
     pub source: Option<PathBuf>,
