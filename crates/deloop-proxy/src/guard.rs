@@ -1,0 +1,258 @@
+//! What the stream guards of both APIs share: their settings, the record
+//! of a cut, one watched text channel, and the JSON tracking of a reply
+//! that must stay a JSON document.
+
+use deloop_core::repetition::{ClampConfig, Detector, GuardedStream};
+use serde::Serialize;
+
+use crate::json_closer::JsonCloser;
+use crate::json_reply::{JsonReport, JsonSpec};
+
+/// How one stream is guarded.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    /// The loop guard.
+    pub clamp: ClampConfig,
+    /// Forward only the settled prefix (no loop byte reaches the client).
+    pub exact: bool,
+    /// Watch reasoning text too.
+    pub guard_reasoning: bool,
+    /// The `finish_reason` (OpenAI) or `stop_reason` (Anthropic) of a cut.
+    pub end_reason: String,
+    /// The request asked for JSON: the content is tracked, closed at a cut
+    /// and judged at the end.
+    pub json: Option<JsonSpec>,
+    /// Content kept per choice to judge a JSON reply at its end; a longer
+    /// reply is reported as not checked.
+    pub max_json_bytes: usize,
+}
+
+impl StreamSettings {
+    /// Settings with the default guard, no exact mode, reasoning watched,
+    /// and this end reason.
+    pub fn new(end_reason: &str) -> Self {
+        StreamSettings {
+            clamp: ClampConfig::default(),
+            exact: false,
+            guard_reasoning: true,
+            end_reason: end_reason.to_string(),
+            json: None,
+            max_json_bytes: 32 << 20,
+        }
+    }
+}
+
+/// Which text of a choice a watcher reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// The answer (`content`, `text`, Anthropic `text` blocks).
+    Content,
+    /// Reasoning (`reasoning_content`, `reasoning`, Anthropic `thinking`).
+    Reasoning,
+}
+
+/// A loop the proxy cut: the fields of `deloop serve`'s `cut` event, and
+/// the channel it was found in. Serialized as the `deloop` object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CutRecord {
+    /// The detector that fired.
+    pub detector: Detector,
+    /// Byte offset in the channel's text where the loop starts.
+    pub start: usize,
+    /// Characters received after the kept prefix and not forwarded, plus
+    /// those forwarded before the loop was recognised.
+    pub saved_chars: usize,
+    /// Where the loop was.
+    pub channel: Channel,
+}
+
+/// What to forward of one delta.
+#[derive(Debug, Default)]
+pub(crate) struct Fed {
+    /// The text to forward (the kept part, and at a cut the marker or the
+    /// JSON closing).
+    pub text: String,
+    /// The cut, the one time the guard fires.
+    pub cut: Option<CutRecord>,
+}
+
+/// One watched text channel.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    pub guard: GuardedStream,
+    pub channel: Channel,
+}
+
+impl Watched {
+    pub fn new(settings: &StreamSettings, channel: Channel) -> Self {
+        Watched {
+            guard: GuardedStream::new(settings.clamp.clone()).exact(settings.exact),
+            channel,
+        }
+    }
+
+    /// Feeds a delta.
+    pub fn feed(&mut self, delta: &str, json: Option<&mut JsonTrack>) -> Fed {
+        let channel = self.channel;
+        let step = self.guard.push(delta);
+        let text = step.text().into_owned();
+        let cut = step
+            .cut
+            .map(|c| (record(c, channel), c.cut.replacement_tail.clone()));
+        self.finish_step(text, cut, json)
+    }
+
+    /// Ends the channel: what exact mode held back, or the guard's last
+    /// verdict.
+    pub fn finish(&mut self, json: Option<&mut JsonTrack>) -> Fed {
+        let channel = self.channel;
+        let Ok(step) = self.guard.finish() else {
+            // Only byte streams can fail here; the proxy feeds text.
+            return Fed::default();
+        };
+        let text = step.text().into_owned();
+        let cut = step
+            .cut
+            .map(|c| (record(c, channel), c.cut.replacement_tail.clone()));
+        self.finish_step(text, cut, json)
+    }
+
+    fn finish_step(
+        &mut self,
+        mut text: String,
+        cut: Option<(CutRecord, String)>,
+        json: Option<&mut JsonTrack>,
+    ) -> Fed {
+        let json = json.filter(|_| self.channel == Channel::Content);
+        match json {
+            Some(track) => {
+                track.push(&text);
+                if cut.is_some() {
+                    // A marker would break the document: close it instead.
+                    if let Some(closing) = track.close() {
+                        text.push_str(&closing);
+                    }
+                }
+            }
+            None => {
+                if let Some((_, tail)) = &cut {
+                    text.push_str(tail);
+                }
+            }
+        }
+        Fed {
+            text,
+            cut: cut.map(|(r, _)| r),
+        }
+    }
+}
+
+fn record(c: &deloop_core::repetition::GuardedCut, channel: Channel) -> CutRecord {
+    CutRecord {
+        detector: c.detector,
+        start: c.start,
+        saved_chars: c.saved_chars,
+        channel,
+    }
+}
+
+/// The content of a JSON reply as the client has it.
+#[derive(Debug)]
+pub(crate) struct JsonTrack {
+    closer: JsonCloser,
+    text: String,
+    limit: usize,
+    over: bool,
+}
+
+impl JsonTrack {
+    pub fn new(limit: usize) -> Self {
+        JsonTrack {
+            closer: JsonCloser::new(),
+            text: String::new(),
+            limit,
+            over: false,
+        }
+    }
+
+    pub fn push(&mut self, s: &str) {
+        self.closer.push(s);
+        if self.over {
+            return;
+        }
+        if self.text.len() + s.len() > self.limit {
+            self.over = true;
+            self.text = String::new();
+        } else {
+            self.text.push_str(s);
+        }
+    }
+
+    /// The text that closes the document (also recorded as forwarded).
+    pub fn close(&mut self) -> Option<String> {
+        let closing = self.closer.closing()?;
+        self.push(&closing);
+        Some(closing)
+    }
+
+    /// The report on the content as forwarded.
+    pub fn report(&self, spec: &JsonSpec) -> JsonReport {
+        if self.over {
+            return JsonReport {
+                valid: self.closer.is_complete(),
+                repaired: false,
+                repairs: Vec::new(),
+                error: Some(format!(
+                    "the content is longer than {} bytes (proxy.max_reply_bytes); only its \
+                     syntax was followed, the schema was not checked",
+                    self.limit
+                ))
+                .filter(|_| !self.closer.is_complete()),
+                schema_valid: None,
+                schema_errors: Vec::new(),
+                schema_error: Some("the content was too long to check".into()),
+            };
+        }
+        spec.check(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_appends_the_marker_or_closes_json() {
+        let s = StreamSettings::new("stop");
+        let text = format!("Intro. {}", "over and over again we go ".repeat(40));
+        let mut w = Watched::new(&s, Channel::Content);
+        let mut out = String::new();
+        let mut cut = None;
+        for piece in text.as_bytes().chunks(9) {
+            let fed = w.feed(std::str::from_utf8(piece).unwrap(), None);
+            out.push_str(&fed.text);
+            if fed.cut.is_some() {
+                cut = fed.cut;
+                break;
+            }
+        }
+        let cut = cut.expect("cut");
+        assert!(out.ends_with(" […]"), "{out:?}");
+        assert!(cut.saved_chars > 0);
+
+        let json = format!(r#"{{"items": [{}"#, r#""over and over", "#.repeat(40));
+        let mut w = Watched::new(&s, Channel::Content);
+        let mut track = JsonTrack::new(1 << 20);
+        let mut out = String::new();
+        for piece in json.as_bytes().chunks(7) {
+            let fed = w.feed(std::str::from_utf8(piece).unwrap(), Some(&mut track));
+            out.push_str(&fed.text);
+            if fed.cut.is_some() {
+                break;
+            }
+        }
+        assert!(w.guard.is_cut(), "the JSON loop is cut");
+        serde_json::from_str::<serde_json::Value>(&out).expect("closed into JSON");
+    }
+}

@@ -1,0 +1,110 @@
+//! The proxy's middleware: deloop's own auth (`x-deloop-key`, since
+//! `Authorization` belongs to the upstream), the concurrency limit, and
+//! request metrics. Errors come in the API's own shape.
+
+use std::time::Instant;
+
+use axum::body::{Body, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use deloop_server::auth::Access;
+use futures_util::StreamExt;
+
+use crate::api::{Api, ProxyError};
+use crate::state::ProxyState;
+
+/// The header carrying deloop's own key.
+pub const KEY_HEADER: &str = "x-deloop-key";
+
+fn is_open_path(path: &str) -> bool {
+    path == "/deloop/healthz"
+}
+
+/// deloop's auth: when keys are configured, `x-deloop-key` must carry one
+/// (401 without, 403 with a wrong one).
+pub async fn auth(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
+    if state.0.keys.is_empty() || is_open_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let api = Api::for_path(req.uri().path());
+    let presented = req.headers().get(KEY_HEADER).and_then(|v| v.to_str().ok());
+    match state.0.keys.check(presented) {
+        Access::Granted => next.run(req).await,
+        Access::Missing => ProxyError::new(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "deloop_key_missing",
+            "this deloop proxy needs deloop's API key: send it in the `x-deloop-key` header \
+             (Authorization goes to the upstream)",
+        )
+        .into_response(),
+        Access::Denied => ProxyError::new(
+            api,
+            StatusCode::FORBIDDEN,
+            "deloop_key_denied",
+            "the key in `x-deloop-key` is not accepted",
+        )
+        .into_response(),
+    }
+}
+
+/// The concurrency limit: 503 with `Retry-After` when every permit is
+/// taken. A streamed body keeps its permit until it ends.
+pub async fn limits(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
+    if is_open_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let api = Api::for_path(req.uri().path());
+    let Ok(permit) = state.0.permits.clone().try_acquire_owned() else {
+        state.0.metrics.shed();
+        let mut e = ProxyError::new(
+            api,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "deloop_overloaded",
+            "the deloop proxy is at its concurrency limit (proxy.concurrency_limit); retry shortly",
+        );
+        e.retry_after = Some(1);
+        return e.into_response();
+    };
+    let res = next.run(req).await;
+    if res.body().size_hint().exact().is_some() {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _held = &permit;
+        chunk
+    }));
+    Response::from_parts(parts, body)
+}
+
+/// The route label of a path: the guarded routes by name, everything else
+/// `proxied` (never the raw path, which would grow the label set without
+/// bound).
+pub fn route_label(path: &str) -> &'static str {
+    match path {
+        "/v1/chat/completions" => "/v1/chat/completions",
+        "/v1/completions" => "/v1/completions",
+        "/v1/messages" => "/v1/messages",
+        "/deloop/healthz" => "/deloop/healthz",
+        "/deloop/metrics" => "/deloop/metrics",
+        _ => "proxied",
+    }
+}
+
+/// Counts requests and their latency to the response head.
+pub async fn track(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let route = route_label(req.uri().path());
+    let method = req.method().as_str().to_string();
+    let res = next.run(req).await;
+    state.0.metrics.request(
+        route,
+        &method,
+        res.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    res
+}

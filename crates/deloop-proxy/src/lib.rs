@@ -1,0 +1,132 @@
+//! deloop's guarding proxy: it sits between any OpenAI- or
+//! Anthropic-compatible client and server, cuts looping streams as they
+//! happen (and drops the upstream request, so the server stops
+//! generating), clamps whole replies, and repairs JSON replies.
+//!
+//! * `POST /v1/chat/completions`, `POST /v1/completions` and
+//!   `POST /v1/messages` are guarded, streamed or not;
+//! * every other method and path (`/v1/models`, `/v1/embeddings`,
+//!   `/v1/responses`, …) is passed through untouched;
+//! * `GET /deloop/healthz` and `GET /deloop/metrics` are the proxy's own.
+//!
+//! The stream logic lives in pure modules ([`sse`], [`openai_stream`],
+//! [`anthropic_stream`], [`reply`], [`json_closer`], [`json_reply`]); the
+//! handlers ([`routes`]) only move bytes. See docs/proxy.md.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use deloop_config::ProxySettings;
+//! use deloop_proxy::ProxyState;
+//! let settings = ProxySettings { upstream: "http://127.0.0.1:8080".into(), ..Default::default() };
+//! let state = ProxyState::new(
+//!     settings,
+//!     Default::default(),                      // [guards.clamp]
+//!     None,                                    // DELOOP_PROXY_UPSTREAM_KEY
+//!     Default::default(),                      // deloop's own keys: none
+//!     Arc::new(deloop_server::metrics::Metrics::new()),
+//! )?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
+//! axum::serve(listener, deloop_proxy::router(state)).await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod anthropic_stream;
+pub mod api;
+pub mod guard;
+pub mod json_closer;
+pub mod json_reply;
+pub mod layers;
+pub mod openai_stream;
+pub mod relay;
+pub mod reply;
+pub mod request;
+pub mod routes;
+pub mod sse;
+pub mod state;
+pub mod upstream;
+
+use axum::http::HeaderName;
+use axum::routing::{any, get};
+use axum::{middleware, Router};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub use api::{Api, ProxyError};
+pub use state::ProxyState;
+
+/// What a stream guard tells the relay after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep reading the upstream.
+    Continue,
+    /// The stream is over for the client: drop the upstream.
+    Stop,
+}
+
+/// The header carrying deloop's own request id on every response (the
+/// upstream's `x-request-id` passes through untouched).
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-deloop-request-id");
+
+/// The proxy: the guarded routes, the pass-through fallback and the
+/// proxy's own `/deloop/*` routes, with auth (`x-deloop-key`), the
+/// concurrency limit, request ids, tracing and metrics as layers.
+pub fn router(state: ProxyState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", any(routes::chat))
+        .route("/v1/completions", any(routes::completions))
+        .route("/v1/messages", any(routes::messages))
+        .route("/deloop/healthz", get(routes::healthz))
+        .route("/deloop/metrics", get(routes::metrics))
+        .fallback(routes::proxied)
+        .layer(middleware::from_fn_with_state(state.clone(), layers::limits))
+        .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
+        .layer(middleware::from_fn_with_state(state.clone(), layers::track))
+        .with_state(state)
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+                let id = req
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                tracing::info_span!("proxy", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// Serves the proxy on `listener` until `shutdown` resolves; then stops
+/// accepting, lets in-flight requests and streams finish for up to
+/// `grace`, and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: ProxyState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
+    use std::future::IntoFuture;
+    let app = router(state);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight streams");
+        let _ = tx.send(true);
+    });
+    let deadline = async move {
+        let mut rx = rx;
+        let _ = rx.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(grace).await;
+        tracing::warn!(
+            grace_secs = grace.as_secs(),
+            "shutdown grace period over; exiting"
+        );
+    };
+    tokio::select! {
+        r = server.into_future() => r,
+        () = deadline => Ok(()),
+    }
+}

@@ -1,0 +1,430 @@
+//! The handlers, kept thin: read the request, send it upstream, and hand
+//! the reply to the guard of its kind ([`crate::openai_stream`],
+//! [`crate::anthropic_stream`], [`crate::reply`]) or pass it through.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use crate::anthropic_stream::AnthropicStream;
+use crate::api::{Api, ProxyError};
+use crate::openai_stream::{Kind, OpenAiStream};
+use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
+use crate::request::{self, RequestInfo};
+use crate::state::ProxyState;
+use crate::upstream::response_headers;
+
+/// The header that turns exact mode on for one request.
+pub const EXACT_HEADER: &str = "x-deloop-exact";
+
+/// A guarded route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/completions`.
+    Completions,
+    /// `POST /v1/messages`.
+    Messages,
+}
+
+impl Route {
+    fn api(self) -> Api {
+        match self {
+            Route::Messages => Api::Anthropic,
+            _ => Api::OpenAi,
+        }
+    }
+}
+
+/// `/v1/chat/completions`: guarded when `POST`, passed through otherwise.
+pub async fn chat(State(state): State<ProxyState>, req: Request) -> Response {
+    guarded(state, Route::Chat, req).await
+}
+
+/// `/v1/completions`: guarded when `POST`, passed through otherwise.
+pub async fn completions(State(state): State<ProxyState>, req: Request) -> Response {
+    guarded(state, Route::Completions, req).await
+}
+
+/// `/v1/messages`: guarded when `POST`, passed through otherwise.
+pub async fn messages(State(state): State<ProxyState>, req: Request) -> Response {
+    guarded(state, Route::Messages, req).await
+}
+
+/// Every other path and method: passed through untouched.
+pub async fn proxied(State(state): State<ProxyState>, req: Request) -> Response {
+    pass_through(state, req).await
+}
+
+/// `GET /deloop/healthz`.
+pub async fn healthz() -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        "ok\n",
+    )
+}
+
+/// `GET /deloop/metrics`: Prometheus text.
+pub async fn metrics(State(state): State<ProxyState>) -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics().render(),
+    )
+}
+
+fn flag(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        })
+}
+
+fn path_and_query(req: &axum::http::request::Parts) -> String {
+    req.uri
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string())
+}
+
+/// An error's causes, joined (reqwest's own message names only the URL).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// Sends a request upstream; the response head must come within `idle`.
+async fn send(
+    state: &ProxyState,
+    rb: reqwest::RequestBuilder,
+    api: Api,
+) -> Result<reqwest::Response, ProxyError> {
+    let s = state.settings();
+    let base = state.upstream_url();
+    let idle = s.idle_timeout();
+    match tokio::time::timeout(idle, rb.send()).await {
+        Ok(Ok(r)) => Ok(r),
+        Err(_) => Err(ProxyError::new(
+            api,
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "the upstream at {base} sent no response within {} s (proxy.idle_timeout_secs)",
+                idle.as_secs()
+            ),
+        )),
+        Ok(Err(e)) if e.is_connect() && e.is_timeout() => Err(ProxyError::new(
+            api,
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "could not connect to the upstream at {base} within {} s (proxy.connect_timeout_secs)",
+                s.connect_timeout_secs
+            ),
+        )),
+        Ok(Err(e)) if e.is_connect() => Err(ProxyError::new(
+            api,
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            format!(
+                "cannot reach the upstream at {base} ({}); is it running, and is --upstream right?",
+                causes(&e)
+            ),
+        )),
+        Ok(Err(e)) => Err(ProxyError::new(
+            api,
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            format!("the request to the upstream at {base} failed: {}", causes(&e)),
+        )),
+    }
+}
+
+/// The upstream's response, status, headers and body, unchanged.
+fn untouched(state: &ProxyState, resp: reqwest::Response) -> Response {
+    let status = resp.status();
+    let headers = response_headers(resp.headers(), false);
+    let body = pass_through_body(
+        Default::default(),
+        resp.bytes_stream().boxed(),
+        state.settings().idle_timeout(),
+    );
+    let mut res = Response::new(body);
+    *res.status_mut() = status;
+    *res.headers_mut() = headers;
+    res
+}
+
+fn too_large(api: Api, limit: usize) -> Response {
+    ProxyError::new(
+        api,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request_too_large",
+        format!("the request body is over {limit} bytes (proxy.max_body_bytes)"),
+    )
+    .into_response()
+}
+
+async fn pass_through(state: ProxyState, req: Request) -> Response {
+    let api = Api::for_path(req.uri().path());
+    let (parts, body) = req.into_parts();
+    let limit = state.settings().max_body_bytes;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(api, limit);
+    }
+    let has_body =
+        declared.is_some_and(|n| n > 0) || parts.headers.contains_key(header::TRANSFER_ENCODING);
+    let over = Arc::new(AtomicBool::new(false));
+    let body = has_body.then(|| {
+        let over = over.clone();
+        let mut seen = 0usize;
+        reqwest::Body::wrap_stream(body.into_data_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            seen += chunk.len();
+            if seen > limit {
+                over.store(true, Ordering::Relaxed);
+                return Err(std::io::Error::other(
+                    "request body over proxy.max_body_bytes",
+                ));
+            }
+            Ok(chunk)
+        }))
+    });
+    let rb = state.0.upstream.request(
+        false,
+        parts.method.clone(),
+        &path_and_query(&parts),
+        &parts.headers,
+        body,
+    );
+    match send(&state, rb, api).await {
+        Ok(resp) => untouched(&state, resp),
+        Err(_) if over.load(Ordering::Relaxed) => too_large(api, limit),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
+    if req.method() != Method::POST {
+        return pass_through(state, req).await;
+    }
+    let api = route.api();
+    let (parts, body) = req.into_parts();
+    let s = state.settings();
+    let bytes = match axum::body::to_bytes(body, s.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => return too_large(api, s.max_body_bytes),
+    };
+    let info = request::read(&bytes);
+    let exact = flag(&parts.headers, EXACT_HEADER);
+    let rb = state.0.upstream.request(
+        true,
+        parts.method.clone(),
+        &path_and_query(&parts),
+        &parts.headers,
+        Some(reqwest::Body::from(bytes)),
+    );
+    let resp = match send(&state, rb, api).await {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    // Errors, and requests the proxy could not read, pass untouched.
+    let Some(info) = info.filter(|_| resp.status().is_success()) else {
+        return untouched(&state, resp);
+    };
+    let content_type = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let is_sse = content_type.starts_with("text/event-stream");
+    let is_json = content_type.contains("json");
+    if !is_sse && !is_json {
+        return untouched(&state, resp);
+    }
+    if let Some(enc) = resp
+        .headers()
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .filter(|e| !e.eq_ignore_ascii_case("identity"))
+    {
+        return ProxyError::new(
+            api,
+            StatusCode::BAD_GATEWAY,
+            "upstream_encoding",
+            format!(
+                "the upstream answered with Content-Encoding: {enc} although the proxy asked \
+                 for identity; the proxy decodes only gzip and deflate"
+            ),
+        )
+        .into_response();
+    }
+    if is_sse {
+        guarded_stream(&state, route, &info, exact, resp)
+    } else {
+        guarded_reply(&state, route, &info, exact, resp).await
+    }
+}
+
+fn end_reason(state: &ProxyState, api: Api) -> &str {
+    match api {
+        Api::OpenAi => &state.settings().finish_reason,
+        Api::Anthropic => &state.settings().stop_reason,
+    }
+}
+
+fn guarded_stream(
+    state: &ProxyState,
+    route: Route,
+    info: &RequestInfo,
+    exact: bool,
+    resp: reqwest::Response,
+) -> Response {
+    let settings = state.stream_settings(info, exact, end_reason(state, route.api()));
+    let guard = match route {
+        Route::Chat => StreamGuard::OpenAi(Box::new(OpenAiStream::new(
+            Kind::Chat,
+            settings,
+            info.n,
+            info.include_usage,
+        ))),
+        Route::Completions => StreamGuard::OpenAi(Box::new(OpenAiStream::new(
+            Kind::Completion,
+            settings,
+            info.n,
+            info.include_usage,
+        ))),
+        Route::Messages => StreamGuard::Anthropic(Box::new(AnthropicStream::new(settings))),
+    };
+    let status = resp.status();
+    let headers = response_headers(resp.headers(), true);
+    let s = state.settings();
+    let relay = GuardedRelay::new(
+        resp.bytes_stream().boxed(),
+        guard,
+        s.max_event_bytes,
+        s.idle_timeout(),
+        Some(state.metrics().clone()),
+    );
+    let mut res = Response::new(relay.into_body());
+    *res.status_mut() = status;
+    *res.headers_mut() = headers;
+    res
+}
+
+async fn guarded_reply(
+    state: &ProxyState,
+    route: Route,
+    info: &RequestInfo,
+    exact: bool,
+    resp: reqwest::Response,
+) -> Response {
+    let api = route.api();
+    let settings = state.stream_settings(info, exact, end_reason(state, api));
+    let status = resp.status();
+    let upstream_headers = resp.headers().clone();
+    let s = state.settings();
+    let body = match read_body(
+        resp.bytes_stream().boxed(),
+        s.max_reply_bytes,
+        s.idle_timeout(),
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(ReadError::TooLong(read, rest)) => {
+            tracing::warn!(
+                limit = s.max_reply_bytes,
+                "reply over proxy.max_reply_bytes passed through unguarded"
+            );
+            let mut res = Response::new(pass_through_body(read, rest, s.idle_timeout()));
+            *res.status_mut() = status;
+            *res.headers_mut() = response_headers(&upstream_headers, false);
+            return res;
+        }
+        Err(ReadError::Failed(msg)) => {
+            return ProxyError::new(api, StatusCode::BAD_GATEWAY, "upstream_error", msg)
+                .into_response()
+        }
+    };
+    let guarded = match route {
+        Route::Chat => crate::reply::guard_openai(Kind::Chat, &body, &settings),
+        Route::Completions => crate::reply::guard_openai(Kind::Completion, &body, &settings),
+        Route::Messages => crate::reply::guard_anthropic(&body, &settings),
+    };
+    for c in &guarded.cuts {
+        let detector = serde_json::to_value(c.detector)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        tracing::info!(
+            detector,
+            start = c.start,
+            saved_chars = c.saved_chars,
+            "loop cut"
+        );
+        state
+            .metrics()
+            .loop_cut("proxy", &detector, c.saved_chars as u64);
+    }
+    let rewritten = guarded.body.is_some();
+    let mut headers = response_headers(&upstream_headers, rewritten);
+    for (name, value) in &guarded.headers {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(*name, v);
+        }
+    }
+    let body: Bytes = guarded.body.unwrap_or(body);
+    if rewritten {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    let mut res = Response::new(Body::from(body));
+    *res.status_mut() = status;
+    *res.headers_mut() = headers;
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_flag_values() {
+        let mut h = HeaderMap::new();
+        assert!(!flag(&h, EXACT_HEADER));
+        h.insert(EXACT_HEADER, HeaderValue::from_static("1"));
+        assert!(flag(&h, EXACT_HEADER));
+        h.insert(EXACT_HEADER, HeaderValue::from_static("0"));
+        assert!(!flag(&h, EXACT_HEADER));
+    }
+}
