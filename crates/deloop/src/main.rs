@@ -44,12 +44,17 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Serve deloop's guards as MCP tools over stdio (for agents' MCP configs).
     Mcp(cmd::serve::McpArgs),
+    /// Guard an OpenAI- or Anthropic-compatible server: cut looping streams, repair JSON replies.
+    Proxy(cmd::proxy::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The server sets up its own logging once its config (log format) is read.
-    if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Mcp(_) | Command::Proxy(_)
+    ) {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_env("DELOOP_LOG"))
             .with_writer(std::io::stderr)
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Command::Ask(args) => cmd::ask::run(args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Mcp(args) => cmd::serve::run_mcp(args),
+        Command::Proxy(args) => cmd::proxy::run(args),
     };
     match outcome {
         Ok(exit) => exit.into(),

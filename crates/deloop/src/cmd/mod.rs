@@ -5,6 +5,7 @@ pub mod ask;
 pub mod check;
 pub mod clamp;
 pub mod index;
+pub mod proxy;
 pub mod repair;
 pub mod rescue;
 pub mod search;

@@ -1,0 +1,180 @@
+//! `deloop proxy` end to end: the binary started by the test in front of a
+//! tiny upstream on 127.0.0.1 that streams a loop; startup failures and
+//! their exit codes; graceful shutdown on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Proxy {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(upstream: &str, env: &[(&str, &str)]) -> Proxy {
+    let tmp = std::env::temp_dir();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
+    cmd.args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+        .current_dir(&tmp)
+        .env_remove("DELOOP_CONFIG")
+        .env_remove("DELOOP_API_KEYS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn deloop proxy");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("deloop proxy exited before listening")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("deloop: proxying ") {
+            break rest.split(" -> ").next().unwrap().trim().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Proxy { child, url }
+}
+
+/// An upstream answering every request with a looping chat stream (up to
+/// 5,000 chunks, 1 ms apart); it counts the chunks it managed to send.
+fn looping_upstream() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let sent = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { continue };
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = s.read(&mut buf);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                if s.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                for i in 0..5000 {
+                    let text = if i == 0 {
+                        "Intro sentence. ".to_string()
+                    } else {
+                        "and the same words come back again ".to_string()
+                    };
+                    let chunk = serde_json::json!({
+                        "id": "c1", "object": "chat.completion.chunk", "created": 1,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}],
+                    });
+                    if s.write_all(format!("data: {chunk}\n\n").as_bytes())
+                        .is_err()
+                    {
+                        return;
+                    }
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        }
+    });
+    (url, sent)
+}
+
+fn post(url: &str, body: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    String::from_utf8_lossy(&raw).to_string()
+}
+
+#[test]
+fn the_proxy_cuts_a_looping_stream_and_exits_0_on_sigterm() {
+    let (upstream, sent) = looping_upstream();
+    let mut proxy = start(&format!("{upstream}/v1"), &[]);
+    let raw = post(
+        &format!("{}/v1/chat/completions", proxy.url),
+        r#"{"model":"m","messages":[],"stream":true}"#,
+    );
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("x-deloop-request-id"), "{raw}");
+    assert!(raw.contains(r#""finish_reason":"stop""#), "{raw}");
+    assert!(raw.contains(r#""deloop":{"#), "{raw}");
+    assert!(raw.contains("data: [DONE]"), "{raw}");
+    std::thread::sleep(Duration::from_millis(200));
+    let n = sent.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(n < 1000, "the upstream sent {n} chunks: it was not dropped");
+    #[cfg(unix)]
+    {
+        let pid = proxy.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        assert_eq!(proxy.child.wait().unwrap().code(), Some(0));
+    }
+}
+
+#[test]
+fn startup_failures_use_the_exit_code_table() {
+    let clean = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
+        cmd.arg("proxy")
+            .args(args)
+            .current_dir(clean.path())
+            .env_remove("DELOOP_CONFIG")
+            .env_remove("DELOOP_PROXY_UPSTREAM");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // No upstream: exit 2, saying how to give one.
+    let (code, err) = run(&[], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--upstream"), "{err}");
+    // A bad value: exit 2, naming the key.
+    let (code, err) = run(
+        &["--upstream", "http://127.0.0.1:9"],
+        &[("DELOOP_PROXY_FINISH_REASON", "loop")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("proxy.finish_reason"), "{err}");
+    let (code, err) = run(&["--upstream", "127.0.0.1:9"], &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("proxy.upstream"), "{err}");
+    // The port in use: exit 1 with advice.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, err) = run(
+        &["--upstream", "http://127.0.0.1:9", "--listen", &addr],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--listen"), "{err}");
+}
