@@ -88,6 +88,22 @@ fn anthropic_type(status: StatusCode) -> &'static str {
     }
 }
 
+/// An error and its causes, joined (reqwest's own message often names
+/// only the URL or "error decoding response body").
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
+}
+
 /// An error the proxy answers itself.
 #[derive(Debug, Clone)]
 pub struct ProxyError {

@@ -82,6 +82,8 @@ pub(crate) struct Fed {
 pub(crate) struct Watched {
     pub guard: GuardedStream,
     pub channel: Channel,
+    /// The text forwarded so far ends in white space.
+    ends_in_space: bool,
 }
 
 impl Watched {
@@ -89,6 +91,7 @@ impl Watched {
         Watched {
             guard: GuardedStream::new(settings.clamp.clone()).exact(settings.exact),
             channel,
+            ends_in_space: false,
         }
     }
 
@@ -137,9 +140,23 @@ impl Watched {
             }
             None => {
                 if let Some((_, tail)) = &cut {
+                    // Forwarded text that already ends in a space takes the
+                    // marker without its own leading one.
+                    let space = match text.chars().last() {
+                        Some(c) => c.is_whitespace(),
+                        None => self.ends_in_space,
+                    };
+                    let tail = if space {
+                        tail.strip_prefix(' ').unwrap_or(tail)
+                    } else {
+                        tail
+                    };
                     text.push_str(tail);
                 }
             }
+        }
+        if let Some(c) = text.chars().last() {
+            self.ends_in_space = c.is_whitespace();
         }
         Fed {
             text,

@@ -124,7 +124,10 @@ impl GuardedRelay {
                     }
                 }
                 Ok(Some(Err(e))) => {
-                    let msg = format!("the upstream connection failed mid-stream: {e}");
+                    let msg = format!(
+                        "the upstream connection failed mid-stream: {}",
+                        crate::api::causes(&e)
+                    );
                     self.end(Some(&msg));
                 }
                 Ok(Some(Ok(piece))) => {
@@ -269,7 +272,8 @@ pub async fn read_body(
             Ok(None) => break,
             Ok(Some(Err(e))) => {
                 return Err(ReadError::Failed(format!(
-                    "the upstream connection failed while sending its reply: {e}"
+                    "the upstream connection failed while sending its reply: {}",
+                    crate::api::causes(&e)
                 )))
             }
             Err(_) => {

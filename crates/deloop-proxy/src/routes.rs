@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::anthropic_stream::AnthropicStream;
-use crate::api::{Api, ProxyError};
+use crate::api::{causes, Api, ProxyError};
 use crate::openai_stream::{Kind, OpenAiStream};
 use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
 use crate::request::{self, RequestInfo};
@@ -100,21 +100,6 @@ fn path_and_query(req: &axum::http::request::Parts) -> String {
     req.uri
         .path_and_query()
         .map_or_else(|| "/".to_string(), |p| p.as_str().to_string())
-}
-
-/// An error's causes, joined (reqwest's own message names only the URL).
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = c.source();
-    }
-    s
 }
 
 /// Sends a request upstream; the response head must come within `idle`.
