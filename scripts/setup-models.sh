@@ -59,6 +59,7 @@ env_file_set() {
       grep -v "^$key=" "$ENV_FILE" >"$tmp" || true
     fi
     printf '%s=%s\n' "$key" "$value" >>"$tmp"
+    chmod 644 "$tmp"
     mv "$tmp" "$ENV_FILE"
   ) 8>"$ENV_FILE.lock"
 }
