@@ -12,7 +12,8 @@
 //!   missing folder fails the suite instead.
 //! - **Slow components** (llama-server, LiteLLM, the npm `openclaw`
 //!   package) follow the same rule with `CI=true` or `DELOOP_REQUIRE_REAL=1`:
-//!   [`real_component`].
+//!   [`real_component`]. [`llama`] starts a real llama-server under that
+//!   rule.
 //!
 //! ```
 //! // A vendored corpus is always there.
@@ -21,6 +22,8 @@
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
+
+pub mod llama;
 
 /// The repository's root folder.
 pub fn workspace_root() -> PathBuf {
