@@ -331,11 +331,7 @@ mod tests {
         assert_eq!(s.upstream_url().unwrap(), "http://h:1");
         for (var, value, key) in [
             ("DELOOP_PROXY_EXACT", "maybe", "DELOOP_PROXY_EXACT"),
-            (
-                "DELOOP_PROXY_FINISH_REASON",
-                "loop",
-                "proxy.finish_reason",
-            ),
+            ("DELOOP_PROXY_FINISH_REASON", "loop", "proxy.finish_reason"),
             ("DELOOP_PROXY_STOP_REASON", "stop", "proxy.stop_reason"),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
@@ -366,10 +362,19 @@ mod tests {
             };
             s.upstream_url()
         };
-        assert_eq!(url("http://127.0.0.1:8080").unwrap(), "http://127.0.0.1:8080");
-        assert_eq!(url("http://127.0.0.1:8080/").unwrap(), "http://127.0.0.1:8080");
+        assert_eq!(
+            url("http://127.0.0.1:8080").unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            url("http://127.0.0.1:8080/").unwrap(),
+            "http://127.0.0.1:8080"
+        );
         assert_eq!(url("https://api.x.com/v1").unwrap(), "https://api.x.com");
-        assert_eq!(url("https://api.x.com/p/v1/").unwrap(), "https://api.x.com/p");
+        assert_eq!(
+            url("https://api.x.com/p/v1/").unwrap(),
+            "https://api.x.com/p"
+        );
         assert_eq!(url("http://h/v10").unwrap(), "http://h/v10");
         for bad in [
             "",
