@@ -107,35 +107,42 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         eprintln!("deloop: listening on http://{local}");
         tracing::info!(%local, auth = state_keys(&config), "serving");
         let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
-        let opening = open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        // Why the server stopped: the oracle's failure, if that was the cause.
+        let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let slot = std::sync::Arc::clone(&failure);
+        open_oracle(config.clone(), args.db, state.clone(), failed_tx);
         let shutdown = async move {
             tokio::select! {
                 () = deloop_server::shutdown_signal() => {}
-                Ok(()) = failed_rx => {}
+                Ok(e) = failed_rx => {
+                    *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                }
             }
         };
         deloop_server::serve(listener, state, shutdown).await?;
         // The oracle failed to open: the reason, as the exit code says.
-        if opening.is_finished() {
-            if let Ok(Some(e)) = opening.await {
-                return Err(e);
-            }
+        let failed = failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok::<_, anyhow::Error>(()),
         }
-        Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)
 }
 
 /// Opens the oracle off the async threads (SQLite; the first start builds
 /// the default index from deloop's docs) and hands it to the server, which
-/// is then ready. On failure the error is returned and `failed` stops the
-/// server.
+/// is then ready. On failure the error goes to `failed`, which stops the
+/// server and sets its exit code.
 fn open_oracle(
     config: Config,
     db: Option<PathBuf>,
     state: deloop_server::AppState,
-    failed: tokio::sync::oneshot::Sender<()>,
-) -> tokio::task::JoinHandle<Option<anyhow::Error>> {
+    failed: tokio::sync::oneshot::Sender<anyhow::Error>,
+) {
     tokio::task::spawn_blocking(move || {
         let on_note = |note: &str| tracing::info!(%note, "opening the index");
         let opened = deloop_oracle::Oracle::open_with(
@@ -154,20 +161,18 @@ fn open_oracle(
                     "the oracle is open; ready"
                 );
                 state.set_oracle(oracle);
-                None
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot open the oracle");
                 state.set_oracle_failed(e.to_string());
-                let _ = failed.send(());
-                Some(if e.is_usage() {
+                let _ = failed.send(if e.is_usage() {
                     BadInput(e.to_string()).into()
                 } else {
                     anyhow::Error::new(e).context("cannot open the index")
-                })
+                });
             }
         }
-    })
+    });
 }
 
 fn state_keys(config: &Config) -> bool {
