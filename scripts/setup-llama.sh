@@ -22,7 +22,8 @@
 # Sources and objects are deleted after a successful build (only the binary and
 # the licences stay, a few MB). A second run is a no-op. Runs that overlap
 # (CI and a developer) wait for each other on a lock file.
-# The build takes about 20 minutes on 2 cores; LLAMA_BUILD_JOBS sets the
+# The build is about 27 CPU-minutes: 46 minutes wall on a 2-core machine shared
+# with other builds, about 20 on two idle cores. LLAMA_BUILD_JOBS sets the
 # parallelism (default 2).
 #
 # Output (stdout): one line, `llama-server: <path>`. The path is also written
@@ -171,7 +172,7 @@ if [ "$(uname -m)" = x86_64 ] && [ -r /proc/cpuinfo ]; then
 fi
 
 # 4. Configure and build the one target.
-echo "setup-llama.sh: building llama-server b${VERSION%%.*} with -j$JOBS (about 20 minutes on 2 cores)" >&2
+echo "setup-llama.sh: building llama-server b${VERSION%%.*} with -j$JOBS (20 to 45 minutes on 2 cores)" >&2
 "$CMAKE" -S "$SRC" -B "$WORK/build" -G "Unix Makefiles" \
   -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF \
