@@ -108,8 +108,14 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     use std::future::IntoFuture;
     let app = router(state);
+    // Events are small writes: without TCP_NODELAY, Nagle's algorithm
+    // would hold one back until the client acknowledges the previous one.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let (tx, rx) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;

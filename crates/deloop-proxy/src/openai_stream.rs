@@ -77,6 +77,8 @@ enum State {
 struct Choice {
     content: Watched,
     reasoning: Option<Watched>,
+    /// The field the upstream sends reasoning in.
+    reasoning_field: &'static str,
     json: Option<JsonTrack>,
     state: State,
 }
@@ -95,6 +97,8 @@ pub struct OpenAiStream {
     usage: Option<Value>,
     cuts: Vec<CutRecord>,
     ended: bool,
+    /// The upstream sent an error object in the stream.
+    upstream_error: bool,
 }
 
 /// What one choice entry turned into.
@@ -123,6 +127,7 @@ impl OpenAiStream {
             usage: None,
             cuts: Vec::new(),
             ended: false,
+            upstream_error: false,
         }
     }
 
@@ -178,6 +183,7 @@ impl OpenAiStream {
         }
         let Some(entries) = v.get_mut("choices").and_then(Value::as_array_mut) else {
             // No choices: a usage chunk, an error object, something else.
+            self.upstream_error |= v.get("error").is_some_and(|e| !e.is_null());
             out.push(ev.raw.clone());
             return Flow::Continue;
         };
@@ -223,6 +229,9 @@ impl OpenAiStream {
         }
         let open = self.choices.iter().any(|c| c.state == State::Open) || self.choices.is_empty();
         match error {
+            // The upstream reported its own error in the stream and closed
+            // it: the client has the upstream's ending.
+            None if self.upstream_error => self.ended = true,
             Some(e) => {
                 self.flush_open(out);
                 self.fail(out, "upstream_stream_error", e);
@@ -387,6 +396,7 @@ impl OpenAiStream {
                 .iter()
                 .find(|f| container.get(**f).is_some_and(Value::is_string));
             if let Some(field) = present {
+                choice.reasoning_field = *field;
                 let text = container[*field].as_str().unwrap_or_default().to_owned();
                 let w = choice
                     .reasoning
@@ -442,8 +452,7 @@ impl OpenAiStream {
                 };
                 if let Some(w) = choice.reasoning.as_mut() {
                     let fed = w.finish(None);
-                    let field = present.copied().unwrap_or("reasoning_content");
-                    cut = extra(field, fed, &mut r);
+                    cut = extra(choice.reasoning_field, fed, &mut r);
                 }
                 if cut.is_none() {
                     let fed = choice.content.finish(choice.json.as_mut());
@@ -492,7 +501,7 @@ impl OpenAiStream {
             if let Some(w) = choice.reasoning.as_mut() {
                 let fed = w.finish(None);
                 if !fed.text.is_empty() {
-                    pieces.push(("reasoning_content", fed.text));
+                    pieces.push((choice.reasoning_field, fed.text));
                 }
                 cut = fed.cut;
             }
@@ -545,6 +554,7 @@ fn choice_at<'a>(choices: &'a mut Vec<Choice>, s: &StreamSettings, index: usize)
         choices.push(Choice {
             content: Watched::new(s, Channel::Content),
             reasoning: None,
+            reasoning_field: "reasoning_content",
             json: s.json.as_ref().map(|_| JsonTrack::new(s.max_json_bytes)),
             state: State::Open,
         });
@@ -559,4 +569,111 @@ pub(crate) fn excerpt(s: &str) -> String {
         e.push('…');
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sse::SseReader;
+
+    fn ev(data: &str) -> SseEvent {
+        let mut r = SseReader::new(1 << 20);
+        let mut out = Vec::new();
+        r.push(format!("data: {data}\n\n").as_bytes(), &mut out)
+            .unwrap();
+        out.pop().unwrap()
+    }
+
+    fn chunk(delta: Value, finish: Option<&str>) -> SseEvent {
+        ev(
+            &json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string(),
+        )
+    }
+
+    fn run(stream: &mut OpenAiStream, events: &[SseEvent]) -> (String, Flow) {
+        let mut out = Vec::new();
+        let mut flow = Flow::Continue;
+        for e in events {
+            flow = stream.on_event(e, &mut out);
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+        (String::from_utf8(out.concat()).unwrap(), flow)
+    }
+
+    #[test]
+    fn exact_mode_releases_held_reasoning_under_its_own_field() {
+        let mut s = StreamSettings::new("stop");
+        s.exact = true;
+        let mut stream = OpenAiStream::new(Kind::Chat, s, 1, false);
+        let text: String = (0..50).map(|i| format!("step{i} ")).collect();
+        let mut events: Vec<SseEvent> = text
+            .split_inclusive(' ')
+            .map(|w| chunk(json!({"reasoning": w}), None))
+            .collect();
+        events.push(chunk(json!({}), Some("stop")));
+        let (out, _) = run(&mut stream, &events);
+        let mut reader = SseReader::new(1 << 20);
+        let mut parsed = Vec::new();
+        reader.push(out.as_bytes(), &mut parsed).unwrap();
+        let got: String = parsed
+            .iter()
+            .filter_map(|e| e.data.as_deref())
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter_map(|v| {
+                v["choices"][0]["delta"]["reasoning"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect();
+        assert_eq!(got, text);
+        assert!(!out.contains("reasoning_content"), "{out}");
+    }
+
+    #[test]
+    fn upstream_error_objects_pass_and_end_the_stream_as_the_upstream_did() {
+        let mut stream = OpenAiStream::new(Kind::Chat, StreamSettings::new("stop"), 1, false);
+        let err = ev(r#"{"error": {"message": "model crashed"}}"#);
+        let (out, flow) = run(
+            &mut stream,
+            &[chunk(json!({"content": "Hi"}), None), err.clone()],
+        );
+        assert_eq!(flow, Flow::Continue);
+        assert!(out.ends_with(std::str::from_utf8(&err.raw).unwrap()));
+        let mut tail = Vec::new();
+        stream.on_end(None, &mut tail);
+        assert!(
+            tail.is_empty(),
+            "nothing added after the upstream's own error"
+        );
+    }
+
+    #[test]
+    fn not_json_ends_with_a_clear_error() {
+        let mut stream = OpenAiStream::new(Kind::Chat, StreamSettings::new("stop"), 1, false);
+        let (out, flow) = run(&mut stream, &[ev("<html>502 Bad Gateway</html>")]);
+        assert_eq!(flow, Flow::Stop);
+        assert!(
+            out.contains("upstream_malformed_stream") && out.contains("<html>"),
+            "{out}"
+        );
+        assert!(out.ends_with("data: [DONE]\n\n"));
+    }
+
+    #[test]
+    fn chunks_of_finished_choices_still_pass() {
+        // Some servers send a last chunk for a finished choice (timings, usage).
+        let mut stream = OpenAiStream::new(Kind::Chat, StreamSettings::new("stop"), 1, false);
+        let events = [
+            chunk(json!({"content": "Hello"}), None),
+            chunk(json!({}), Some("stop")),
+            chunk(json!({}), None),
+        ];
+        let (out, _) = run(&mut stream, &events);
+        let raw: Vec<u8> = events.iter().flat_map(|e| e.raw.to_vec()).collect();
+        assert_eq!(out.as_bytes(), &raw[..]);
+    }
 }

@@ -227,7 +227,20 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     let s = state.settings();
     let bytes = match axum::body::to_bytes(body, s.max_body_bytes).await {
         Ok(b) => b,
-        Err(_) => return too_large(api, s.max_body_bytes),
+        Err(e) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|c| c.is::<http_body_util::LengthLimitError>());
+            if over {
+                return too_large(api, s.max_body_bytes);
+            }
+            return ProxyError::new(
+                api,
+                StatusCode::BAD_REQUEST,
+                "request_unreadable",
+                format!("the request body could not be read: {}", causes(&e)),
+            )
+            .into_response();
+        }
     };
     let info = request::read(&bytes);
     let exact = flag(&parts.headers, EXACT_HEADER);
