@@ -267,7 +267,12 @@ pub(crate) struct Near {
     lazy_k: usize,
     chain_roll: u64,
     chain_pow: u64,
-    chain_table: Vec<(u32, u32)>,
+    /// Shingle tag and the run-independent index of its last occurrence
+    /// (`chain_base` plus the index in its run); entries of earlier runs
+    /// are ignored, so a run's verdict depends on its characters alone.
+    chain_table: Vec<(u32, u64)>,
+    /// Characters of all earlier runs of non-white-space.
+    chain_base: u64,
     chain_d: usize,
     chain_run: usize,
     // Code blocks: ring of lines inside fences (key, start, end, word).
@@ -313,7 +318,8 @@ impl Near {
             lazy_k: 0,
             chain_roll: 0,
             chain_pow: pow,
-            chain_table: vec![(0, 0); CHAIN_TABLE],
+            chain_table: vec![(0, u64::MAX); CHAIN_TABLE],
+            chain_base: 0,
             chain_d: 0,
             chain_run: 0,
             code: vec![(0, 0, 0, false); LINE_RING],
@@ -938,6 +944,7 @@ impl Near {
     }
 
     fn chain_reset(&mut self) {
+        self.chain_base += self.chain_len as u64;
         self.lazy = false;
         self.chain_len = 0;
         self.chain_roll = 0;
@@ -1015,12 +1022,14 @@ impl Near {
         let h = super::fold::mix(self.chain_roll);
         let tag = (h >> 32) as u32;
         let slot = (tag as usize) % CHAIN_TABLE;
+        let here = self.chain_base + k as u64;
         let (old_tag, at) = self.chain_table[slot];
-        self.chain_table[slot] = (tag, k as u32);
-        if old_tag != tag || (at as usize) >= k || self.chain_len <= 1 {
+        self.chain_table[slot] = (tag, here);
+        // An entry of an earlier run (below `chain_base`) is empty.
+        if old_tag != tag || at < self.chain_base || at >= here {
             return;
         }
-        let d = k - at as usize;
+        let d = (here - at) as usize;
         if d < self.cfg.chain_min_unit
             || d > self.cfg.chain_max_unit.min(64)
             || k < d + CHAIN_SHINGLE - 1
