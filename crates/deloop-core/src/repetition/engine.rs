@@ -9,7 +9,7 @@
 //! compare the fast paths with.
 
 use super::healthy::{LineCtx, Lines, Src};
-use super::near::Near;
+use super::near_sieve::NearStream;
 use super::prefilter::SubScan;
 use super::sieve::SieveStream;
 use super::substring::Candidate;
@@ -53,7 +53,7 @@ pub(crate) struct Engine {
     words_on: bool,
     sub: Option<SubScan>,
     /// The near-duplicate detector (both guards only).
-    near: Option<Box<Near>>,
+    near: Option<Box<NearStream>>,
     words_min: usize,
     substring_min: usize,
     /// Recent input, for the substring filter's regions: the stream from
@@ -81,7 +81,8 @@ impl Engine {
         };
         let sub =
             (mode != Mode::Words && config.substring.enabled).then(|| SubScan::new(config, filter));
-        let near = (mode == Mode::Both && config.near.enabled).then(|| Box::new(Near::new(config)));
+        let near = (mode == Mode::Both && config.near.enabled)
+            .then(|| Box::new(NearStream::new(config, filter)));
         Engine {
             near,
             wlines: Lines::default(),
@@ -270,7 +271,7 @@ impl Engine {
             // The detector that fired first; the other one may have read
             // further, so its state says nothing about this prefix.
             self.fired = if near_fired {
-                self.near.as_ref().and_then(|n| n.best.clone())
+                self.near.as_ref().and_then(|n| n.best().cloned())
             } else if wfire == Some(f) {
                 self.verdict(true).cloned()
             } else {
@@ -409,7 +410,7 @@ impl Engine {
     pub(crate) fn verdict(&self, partial: bool) -> Option<&Candidate> {
         self.words_verdict(partial)
             .or_else(|| self.substring_verdict())
-            .or_else(|| self.near.as_ref().and_then(|n| n.best.as_ref()))
+            .or_else(|| self.near.as_ref().and_then(|n| n.best()))
     }
 }
 
@@ -470,14 +471,9 @@ fn read_sub(
 }
 
 /// Runs the near-duplicate detector over `text`: the first loop it
-/// completes.
+/// completes (behind its pre-filter, [`super::near_sieve`]).
 pub(crate) fn scan_near(text: &str, config: &ClampConfig) -> Option<Candidate> {
-    if !config.near.enabled {
-        return None;
-    }
-    let mut n = Near::new(config);
-    n.feed(text, 0);
-    n.best
+    super::near_sieve::scan(text, config)
 }
 
 /// Runs one batch detector over `text`: the leftmost loop of the whole

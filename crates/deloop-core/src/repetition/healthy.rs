@@ -104,6 +104,24 @@ impl Default for Lines {
 }
 
 impl Lines {
+    /// The state just after a newline at `pos - 1` (or at the text's
+    /// start, `pos == 0`), with the fenced block `open_fence` open.
+    pub(crate) fn at_line_start(pos: usize, open_fence: Option<(u8, usize)>) -> Self {
+        Lines {
+            done: pos,
+            line_start: pos,
+            open_fence,
+            ..Lines::default()
+        }
+    }
+
+    /// The open fenced block: its character and the offset of the line
+    /// that opened it.
+    #[inline]
+    pub(crate) fn open_fence(&self) -> Option<(u8, usize)> {
+        self.open_fence
+    }
+
     /// Bytes consumed so far.
     #[inline]
     pub(crate) fn done(&self) -> usize {

@@ -28,6 +28,7 @@ mod fold;
 mod guarded;
 mod healthy;
 mod near;
+mod near_sieve;
 mod prefilter;
 mod sieve;
 mod substring;
@@ -114,12 +115,10 @@ impl Clamped {
 /// guard cut.
 pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
     let mut out = clamp_repeats(text, config);
-    if config.near.enabled {
-        let near = clamp_near(&out.text, config);
-        if near.is_clamped() {
-            out.text = near.text;
-            out.reports.extend(near.reports);
-        }
+    if let Some(cand) = engine::scan_near(&out.text, config) {
+        let near = near_output(&out.text, &cand, config);
+        out.text = near.text;
+        out.reports.extend(near.reports);
     }
     out
 }
@@ -140,14 +139,17 @@ pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
 /// ```
 pub fn clamp_near(text: &str, config: &ClampConfig) -> Clamped {
     match engine::scan_near(text, config) {
-        Some(cand) => {
-            let kept = &text[..cand.keep];
-            Clamped {
-                text: format!("{kept}{}", tail(&config.words.marker, kept.is_empty())),
-                reports: vec![report(&cand, text.len())],
-            }
-        }
+        Some(cand) => near_output(text, &cand, config),
         None => unchanged(text),
+    }
+}
+
+/// The near-duplicate guard's output for the loop `cand` in `text`.
+fn near_output(text: &str, cand: &Candidate, config: &ClampConfig) -> Clamped {
+    let kept = &text[..cand.keep];
+    Clamped {
+        text: format!("{kept}{}", tail(&config.words.marker, kept.is_empty())),
+        reports: vec![report(cand, text.len())],
     }
 }
 

@@ -73,7 +73,7 @@ const SEG_TOKENS: usize = 64;
 const CHAIN_RING: usize = 512;
 /// Shingles of a run of non-white-space are looked up from its 16th
 /// character on (a long unit repeated 4 times is at least 52).
-const CHAIN_START: usize = 16;
+pub(super) const CHAIN_START: usize = 16;
 /// Slots of the 8-character shingle table for long units.
 const CHAIN_TABLE: usize = 256;
 /// Shingle length for long units.
@@ -115,7 +115,7 @@ fn mix(h: u64, x: u64) -> u64 {
 /// the same key (a unit test checks it), so the per-character path and
 /// the word-at-a-time path of [`Near::feed`] agree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Key {
+pub(super) struct Key {
     h: u64,
     buf: u64,
     n: u32,
@@ -124,7 +124,7 @@ struct Key {
 impl Key {
     /// A case-folded character (its code point).
     #[inline]
-    fn push(&mut self, l: u32) {
+    pub(super) fn push(&mut self, l: u32) {
         if l < 0x80 {
             self.push_word(u64::from(l), 1);
         } else {
@@ -151,7 +151,7 @@ impl Key {
     }
 
     #[inline]
-    fn value(&self) -> u64 {
+    pub(super) fn value(&self) -> u64 {
         mix(self.h, self.buf | (0x40 | u64::from(self.n)) << 56)
     }
 }
@@ -327,6 +327,48 @@ impl Near {
             code_runs: [0; LINE_W + 1],
             best: None,
         }
+    }
+
+    /// Starts reading afresh at byte `pos`, a line start (the text's
+    /// start, or just after a newline) where the fenced block `open_fence`
+    /// (see [`Lines`]) is open: every rule's state is emptied except the
+    /// code-block rule's lines, which only lines inside fences change.
+    /// Used by the pre-filter ([`super::near_sieve`]) to start a region.
+    pub(crate) fn restart(&mut self, pos: usize, open_fence: Option<(u8, usize)>) {
+        self.lines = Lines::at_line_start(pos, open_fence);
+        self.build = Build::default();
+        self.seg.keys.clear();
+        self.seg.n = 0;
+        self.seg_active = false;
+        self.line.preview.clear();
+        self.line_active = false;
+        self.pending_bs = None;
+        self.space = false;
+        self.nitems = 0;
+        self.item_runs = [Run::default(); 3];
+        self.nprev = 0;
+        self.sent_runs = [Run::default(); 2];
+        self.ntok = 0;
+        self.mask_runs = [0; MASK_W];
+        self.mask_active = 0;
+        self.mask_tags = 0;
+        self.last_word_tok = None;
+        self.last_digit_tok = None;
+        self.chain_reset();
+        self.best = None;
+    }
+
+    /// The part of [`Near::settled`] that the code-block rule's lines
+    /// give (`usize::MAX` when no line inside a fence was read): the only
+    /// state [`Near::restart`] keeps.
+    pub(crate) fn code_bound(&self) -> usize {
+        let back = self.code_runs.iter().enumerate().map(|(p, &r)| r + p);
+        let back = back.max().unwrap_or(0).max(LINE_W);
+        if self.ncode == 0 {
+            return usize::MAX;
+        }
+        let first = self.ncode.saturating_sub(back.min(LINE_RING - 1));
+        self.code[first % LINE_RING].1
     }
 
     /// Feeds valid text whose first byte is at `base`; stops after the

@@ -67,6 +67,18 @@ pub(crate) fn digit(t: u64) -> u64 {
     range7(t, b'0', b'9')
 }
 
+/// ASCII control bytes, U+0000..=U+001F (bytes below 0x80).
+#[inline(always)]
+pub(crate) fn control(t: u64) -> u64 {
+    !t.wrapping_add(rep(0x60)) & HI
+}
+
+/// `.`, `/` and the ASCII digits, U+002E..=U+0039 (bytes below 0x80).
+#[inline(always)]
+pub(crate) fn dot_or_digit(t: u64) -> u64 {
+    range7(t, b'.', b'9')
+}
+
 /// Trailing punctuation `. , ; : ! ?` (bytes below 0x80).
 #[inline(always)]
 pub(crate) fn punct(t: u64) -> u64 {
@@ -105,6 +117,8 @@ mod tests {
                     assert_eq!(bit(upper(x)), v.is_ascii_uppercase(), "{v}");
                     assert_eq!(bit(lower_alpha(x)), v.is_ascii_lowercase(), "{v}");
                     assert_eq!(bit(digit(x)), v.is_ascii_digit(), "{v}");
+                    assert_eq!(bit(control(x)), v < 0x20, "{v}");
+                    assert_eq!(bit(dot_or_digit(x)), (b'.'..=b'9').contains(&v), "{v}");
                     assert_eq!(
                         bit(punct(x)),
                         matches!(v, b'.' | b',' | b';' | b':' | b'!' | b'?'),
