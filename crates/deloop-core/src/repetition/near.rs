@@ -137,7 +137,7 @@ impl Key {
 
     /// `k` (1..=8) ASCII bytes in the low bytes of `w`, the rest zero.
     #[inline]
-    fn push_word(&mut self, w: u64, k: u32) {
+    pub(super) fn push_word(&mut self, w: u64, k: u32) {
         let n = self.n;
         let all = self.buf | w << (8 * n);
         if n + k >= 8 {

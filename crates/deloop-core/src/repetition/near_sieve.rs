@@ -232,6 +232,12 @@ pub(crate) struct Sieve {
     // Lists: list items in a row and the real line of the first.
     items: usize,
     list_from: usize,
+    /// The last look for a backslash, `#`, `!` or `?` covered the stream
+    /// from `spec_from` to `spec_at`, where one is (`spec_found`) or the
+    /// look ended.
+    spec_from: usize,
+    spec_at: usize,
+    spec_found: bool,
 }
 
 /// Eight bytes of `b` from `p` (little-endian), padded with spaces past
@@ -285,20 +291,32 @@ fn is_marker(t: &[u8]) -> bool {
 }
 
 /// The masked key of an ASCII token (digit runs as one `#`), as
-/// [`Near`] computes it.
+/// [`Near`] computes it: the masked bytes go to the key eight at a time,
+/// which gives the key of pushing them one by one.
 fn masked_key(t: &[u8]) -> u64 {
     let mut k = Key::default();
+    let (mut w, mut n) = (0u64, 0u32);
     let mut in_digits = false;
     for &c in t {
-        if c.is_ascii_digit() {
-            if !in_digits {
-                k.push(u32::from(b'#'));
+        let out = if c.is_ascii_digit() {
+            if in_digits {
+                continue;
             }
             in_digits = true;
+            b'#'
         } else {
-            k.push(u32::from(c.to_ascii_lowercase()));
             in_digits = false;
+            c.to_ascii_lowercase()
+        };
+        w |= u64::from(out) << (8 * n);
+        n += 1;
+        if n == 8 {
+            k.push_word(w, 8);
+            (w, n) = (0, 0);
         }
+    }
+    if n > 0 {
+        k.push_word(w, n);
     }
     k.value()
 }
@@ -336,7 +354,30 @@ impl Sieve {
             sentence_from: 0,
             items: 0,
             list_from: 0,
+            spec_from: 0,
+            spec_at: 0,
+            spec_found: false,
         }
+    }
+
+    /// The offset in `b` (the stream from `base`) of the next backslash,
+    /// `#`, `!` or `?` from `p`, or of the end of the stretch looked
+    /// through: a look goes on from where the last one ended, so every
+    /// byte is looked at about once.
+    fn next_special(&mut self, b: &[u8], base: usize, p: usize) -> usize {
+        let at = base + p;
+        let mut from = at;
+        if self.spec_from <= at && at <= self.spec_at {
+            if self.spec_found || self.spec_at >= base + b.len() {
+                return self.spec_at - base;
+            }
+            from = self.spec_at;
+        }
+        let k = next_special(b, from - base);
+        self.spec_from = at;
+        self.spec_at = base + k;
+        self.spec_found = k < b.len() && matches!(b[k], b'\\' | b'#' | b'!' | b'?');
+        k
     }
 
     /// Where a fresh detector may start (a line start) and the fenced
@@ -547,6 +588,13 @@ impl Sieve {
         }
         self.marked[k % MASK_W] = (j, key);
         self.nmarked = k + 1;
+        if hits == 0 {
+            // No run goes through this token (the common case).
+            self.streaks = [0; MASK_W];
+            self.counter_from = [self.real_of(j.saturating_sub(MASK_W)); MASK_W];
+            self.hot &= !HOT_COUNTER;
+            return;
+        }
         let mut best = 0;
         let mut from = None;
         for p in 0..MASK_W {
@@ -683,7 +731,7 @@ impl Sieve {
         let mut p = *i;
         // The next backslash, `#`, `!` or `?`, looked for a window at a
         // time.
-        let mut special = next_special(b, p);
+        let mut special = self.next_special(b, base, p);
         let long = self.plan.long_span;
         // Inside a line and a segment of ordinary text, with no token or
         // escape going on, a token only adds to the counts: kept in
@@ -696,7 +744,7 @@ impl Sieve {
                 break None;
             }
             if p > special {
-                special = next_special(b, p);
+                special = self.next_special(b, base, p);
             }
             if plain {
                 (self.seg_n, self.ntok) = (seg_n, ntok);
@@ -1146,10 +1194,12 @@ pub(crate) struct NearStream {
     config: ClampConfig,
     /// The sieve, until the stream is read exactly for good.
     sieve: Option<Sieve>,
-    /// The exact detector: running (reading every chunk), parked where
-    /// its region ended, or reading the stream for good.
+    /// The exact detector: running (reading the stream as far as the
+    /// sieve has, up to the next quiet point), parked where its region
+    /// ended, or reading the stream for good.
     near: Option<Box<Near>>,
     running: bool,
+    /// Where the exact detector has read to.
     parked: usize,
     /// The stream from `base` to `pos`.
     hist: String,
@@ -1206,11 +1256,6 @@ impl NearStream {
             return self.near.as_mut().and_then(|n| n.feed(s, base));
         }
         self.hist.push_str(s);
-        if self.running {
-            if let Some(k) = self.near.as_mut().and_then(|n| n.feed(s, base)) {
-                return Some(k);
-            }
-        }
         if let Some(k) = s.bytes().rposition(|c| matches!(c, b'\t'..=b'\r' | b' ')) {
             self.cut = base + k + 1;
             self.tail_seen = self.cut;
@@ -1226,11 +1271,15 @@ impl NearStream {
             if self.running {
                 let quiet = sieve.run::<QUIET>(text, self.base, &mut i);
                 self.sieved = self.base + i;
-                if quiet.is_none() {
+                let Some(q) = quiet else {
                     break;
+                };
+                // The region ends: its detector reads up to here and
+                // waits.
+                if let Some(k) = self.catch_up(q, base) {
+                    return Some(k);
                 }
                 self.running = false;
-                self.parked = self.pos;
             } else {
                 let flag = sieve.run::<FLAG>(text, self.base, &mut i);
                 self.sieved = self.base + i;
@@ -1240,6 +1289,11 @@ impl NearStream {
                 if let Some(k) = self.start(base) {
                     return Some(k);
                 }
+            }
+        }
+        if self.running {
+            if let Some(k) = self.catch_up(self.pos, base) {
+                return Some(k);
             }
         }
         // The unread rest (only its new bytes are looked at).
@@ -1254,6 +1308,9 @@ impl NearStream {
                 if let Some(k) = self.start(base) {
                     return Some(k);
                 }
+                if let Some(k) = self.catch_up(self.pos, base) {
+                    return Some(k);
+                }
             }
         }
         self.trim();
@@ -1264,25 +1321,39 @@ impl NearStream {
     }
 
     /// Starts an exact detector at the sieve's restart point (or goes on
-    /// with the parked one) and catches it up with the stream; returns
-    /// where it fires, as an offset in the chunk that starts at `base`.
+    /// with the parked one) and catches it up with what the sieve read;
+    /// returns where it fires, as an offset in the chunk that starts at
+    /// `base`.
     fn start(&mut self, base: usize) -> Option<usize> {
         let (at, fence) = self.sieve.as_ref()?.restart();
-        let (mut near, from) = match self.near.take() {
-            Some(near) if at < self.parked => (near, self.parked),
-            Some(mut near) => {
+        match self.near.as_mut() {
+            Some(_) if at < self.parked => {}
+            Some(near) => {
                 near.restart(at, fence);
-                (near, at)
+                self.parked = at;
             }
             None => {
                 let mut near = Box::new(Near::new(&self.config));
                 near.restart(at, fence);
-                (near, at)
+                self.near = Some(near);
+                self.parked = at;
             }
-        };
+        }
         self.running = true;
-        let fired = near.feed(&self.hist[from - self.base..], from);
-        self.near = Some(near);
+        self.catch_up(self.sieved, base)
+    }
+
+    /// The exact detector reads the kept stream from where it stopped
+    /// (`parked`) to `to`; returns where it fires, as an offset in the
+    /// chunk that starts at `base`.
+    fn catch_up(&mut self, to: usize, base: usize) -> Option<usize> {
+        let near = self.near.as_mut()?;
+        let from = self.parked;
+        if to <= from {
+            return None;
+        }
+        self.parked = to;
+        let fired = near.feed(&self.hist[from - self.base..to - self.base], from);
         fired.map(|k| (from + k).saturating_sub(base))
     }
 
@@ -1294,7 +1365,7 @@ impl NearStream {
             return self.pos;
         };
         if self.running {
-            return self.sieved;
+            return self.sieved.min(self.parked);
         }
         let at = sieve.restart().0;
         let need = match &self.near {
@@ -1326,6 +1397,7 @@ impl NearStream {
         if !self.running {
             self.start(self.pos);
         }
+        self.catch_up(self.pos, self.pos);
         self.sieve = None;
         self.running = true;
         self.hist = String::new();
@@ -1356,7 +1428,7 @@ impl NearStream {
             return near.map_or(pos, |n| n.settled(pos));
         };
         if self.running {
-            return near.map_or(pos, |n| n.settled(pos)).min(pos);
+            return near.map_or(pos, |n| n.settled(self.parked)).min(pos);
         }
         let at = sieve.restart().0;
         let bound = match near {
@@ -1832,5 +1904,59 @@ mod stream_tests {
         }
         assert!(w.best().is_none());
         assert!(w.settled(5000) <= 5000);
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    /// The word-at-a-time masked key equals [`Near`]'s, character by
+    /// character, for ASCII tokens of every shape.
+    #[test]
+    fn masked_keys_equal_the_detector_keys() {
+        let tokens = [
+            "a1",
+            "A12b",
+            "x9y99z999",
+            "28:00",
+            "29:00",
+            "p<0.05)",
+            "1234567890",
+            "#",
+            "#1",
+            "abcdefgh1",
+            "abcdefghijklmnop12qrstuvwx",
+            "v1.2.3-RC4",
+            "9",
+            "99.",
+            "e1e2e3e4e5e6e7e8",
+        ];
+        for t in tokens {
+            // Near's masked key of `t`, as `Near::token_char` builds it.
+            let mut n = Key::default();
+            let mut in_digits = false;
+            let mut digits = false;
+            let mut raw = Key::default();
+            for c in t.chars() {
+                let l = fold(c);
+                let d = c.is_ascii_digit();
+                if d && !digits {
+                    digits = true;
+                    n = raw;
+                }
+                raw.push(l);
+                if d {
+                    if !in_digits {
+                        n.push(u32::from(b'#'));
+                    }
+                } else if digits {
+                    n.push(l);
+                }
+                in_digits = d;
+            }
+            let expected = if digits { n.value() } else { raw.value() };
+            assert_eq!(masked_key(t.as_bytes()), expected, "{t}");
+        }
     }
 }
