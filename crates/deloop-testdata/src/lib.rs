@@ -26,11 +26,28 @@ use std::path::{Path, PathBuf};
 pub mod llama;
 
 /// The repository's root folder.
+///
+/// Found at run time from `CARGO_MANIFEST_DIR`, which `cargo test` sets to
+/// the tested crate's folder in the checkout being tested: the nearest
+/// ancestor whose `Cargo.toml` declares `[workspace]`. Only without it (a
+/// test binary run by hand) does the folder this crate was compiled in
+/// decide; that one can be stale when several checkouts share a target
+/// folder, since Cargo does not rebuild a crate whose checkout moved.
 pub fn workspace_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        if let Some(root) = Path::new(&dir).ancestors().find(|d| is_workspace_root(d)) {
+            return root.to_path_buf();
+        }
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
         .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}
+
+fn is_workspace_root(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|toml| toml.lines().any(|l| l.trim() == "[workspace]"))
 }
 
 /// A vendored conformance corpus: `testdata/corpora/<name>`. Panics when it
