@@ -182,7 +182,12 @@ fn push_line(
         });
         return;
     }
-    for (i, (a, b)) in split_long(text, start, end, piece).into_iter().enumerate() {
+    // A run of white space can make a piece of its own: it would make a
+    // chunk with nothing to find, so it is left between its neighbours.
+    let pieces = split_long(text, start, end, piece)
+        .into_iter()
+        .filter(|&(a, b)| !text[a..b].trim().is_empty());
+    for (i, (a, b)) in pieces.enumerate() {
         units.push(Unit {
             start: a,
             end: b,
@@ -318,6 +323,20 @@ mod tests {
     fn line_slice(text: &str, a: usize, b: usize) -> String {
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
         lines[a - 1..b].concat()
+    }
+
+    #[test]
+    fn a_run_of_spaces_inside_a_long_line_makes_no_chunk_of_its_own() {
+        // Pieces of 8 bytes: the first chunk takes 16 letters, the spaces
+        // that end the line would make the second one alone.
+        let doc = format!("abcdefghijklmnop{}\n", " ".repeat(10));
+        let chunks = chunk_text(&doc, false, cfg(16, 0));
+        assert!(!chunks.is_empty());
+        for ch in &chunks {
+            assert!(!ch.text.trim().is_empty(), "{chunks:?}");
+        }
+        assert_eq!(chunks.len(), 1, "{chunks:?}");
+        assert_eq!(chunks[0].text, "abcdefghijklmnop");
     }
 
     #[test]
