@@ -215,7 +215,7 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
         // is open (until then they say so). A failure to open is logged and
         // `ask` reports it; the guard tools keep working.
         let (failed_tx, _failed_rx) = tokio::sync::oneshot::channel();
-        let _opening = open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        open_oracle(config.clone(), args.db, state.clone(), failed_tx);
         let tools = deloop_server::oracle::OracleTools::new(state.clone());
         let server = deloop_server::McpServer::new(state).with_ask(std::sync::Arc::new(tools));
         deloop_server::mcp::serve_stdio_with(server).await
