@@ -16,6 +16,17 @@ Each text then goes through `deloop clamp --json` (the batch verdict) and
 point at which a proxy would cut): from that byte and the chunk offsets it
 computes the tokens and seconds of generation a cut would have saved.
 
+With --proxy, each generation goes THROUGH `deloop proxy` instead (client ->
+proxy -> llama-server; the proxy is the deloop binary's `proxy` command with
+its default config): the record then holds what the client received (the cut
+text ends with the guard's marker), the proxy's `deloop` object when it cut,
+and what llama-server itself counted for the request (`/metrics`:
+tokens_predicted_total and tokens_predicted_seconds_total, read once its slot
+is idle), which shows whether dropping the stream stopped the generation.
+--report-proxy joins such a file with the recorded direct set and the labels:
+loops cut by the proxy, tokens and seconds the server did not generate, and
+any healthy answer that changed. A proxied run never writes the recorded set.
+
 Hand labels (loop / healthy / ambiguous) are NOT made here: they live in
 testdata/real-model/labels.jsonl and were written by reading the outputs.
 With --report, the summary table joins them.
@@ -92,6 +103,63 @@ class Server:
         os.unlink(self.log.name)
 
 
+    def get(self, path):
+        with urllib.request.urlopen(self.base + path, timeout=60) as r:
+            return r.read().decode("utf-8")
+
+    def counters(self):
+        """llama-server's own counters (`/metrics`, `llamacpp:` names)."""
+        out = {}
+        for line in self.get("/metrics").splitlines():
+            if line.startswith("llamacpp:"):
+                name, value = line.split()[:2]
+                out[name[len("llamacpp:"):]] = float(value)
+        return out
+
+    def wait_idle(self, timeout=900):
+        deadline = time.time() + timeout
+        while any(s.get("is_processing") for s in json.loads(self.get("/slots"))):
+            if time.time() > deadline:
+                die(f"llama-server still busy {timeout} s after a request")
+            time.sleep(0.05)
+
+
+class Proxy:
+    """`deloop proxy` in front of a server, on a free port."""
+
+    def __init__(self, deloop, upstream):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="deloop-proxy-", suffix=".log", delete=False)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DELOOP_PROXY_")}
+        self.proc = subprocess.Popen(
+            [deloop, "proxy", "--upstream", upstream, "--listen", f"127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL, env=env)
+        deadline = time.time() + 60
+        while True:
+            if self.proc.poll() is not None:
+                die(f"deloop proxy exited ({self.proc.returncode}); log: {self.log.name}")
+            try:
+                with urllib.request.urlopen(self.base + "/deloop/healthz", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.time() > deadline:
+                self.close()
+                die(f"deloop proxy did not answer /deloop/healthz in 60 s; log: {self.log.name}")
+            time.sleep(0.1)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.unlink(self.log.name)
+
+
 def request_body(endpoint, prompt, max_tokens, stream):
     common = {
         "max_tokens": max_tokens,
@@ -111,14 +179,15 @@ def request_body(endpoint, prompt, max_tokens, stream):
     return "/v1/completions", {"prompt": f"Question: {prompt}\nAnswer:", **common}
 
 
-def generate_stream(server, endpoint, prompt, max_tokens):
-    """Streams one generation; returns (text, chunk_bytes, usage, timings, finish, wall seconds)."""
+def generate_stream(base, endpoint, prompt, max_tokens):
+    """Streams one generation from `base` (the server or the proxy); returns
+    (text, chunk_bytes, usage, timings, finish, wall seconds, the proxy's deloop object)."""
     path, body = request_body(endpoint, prompt, max_tokens, stream=True)
-    req = urllib.request.Request(server.base + path, data=json.dumps(body).encode(),
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     text = bytearray()
     chunk_bytes = []
-    usage = timings = finish = None
+    usage = timings = finish = cut = None
     started = time.time()
     with urllib.request.urlopen(req, timeout=900) as r:
         for raw in r:
@@ -133,6 +202,10 @@ def generate_stream(server, endpoint, prompt, max_tokens):
                 usage = ev["usage"]
             if ev.get("timings"):
                 timings = ev["timings"]
+            if ev.get("deloop"):
+                cut = ev["deloop"]
+            if ev.get("error"):
+                die(f"the stream ended with an error: {ev['error']}")
             for choice in ev.get("choices", []):
                 piece = choice.get("delta", {}).get("content") if endpoint == "chat" else choice.get("text")
                 if piece:
@@ -142,7 +215,7 @@ def generate_stream(server, endpoint, prompt, max_tokens):
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
     wall = time.time() - started
-    return text.decode("utf-8"), chunk_bytes, usage, timings, finish, wall
+    return text.decode("utf-8"), chunk_bytes, usage, timings, finish, wall, cut
 
 
 def generate_plain(server, endpoint, prompt, max_tokens):
@@ -202,10 +275,18 @@ def record(args):
         if not model_path or not os.path.isfile(model_path):
             die(f"{env} does not name a model file; run scripts/setup-models.sh")
         server = Server(args.llama_server, model_path, args.ctx_size, args.threads)
+        proxy = None
         try:
+            if args.proxy:
+                proxy = Proxy(args.deloop, server.base)
             for p in prompts:
-                text, chunks, usage, timings, finish, wall = generate_stream(
-                    server, endpoint, p["prompt"], args.max_tokens)
+                if proxy:
+                    out.write(json.dumps(through_proxy(args, server, proxy, key, display, endpoint, p),
+                                         ensure_ascii=False) + "\n")
+                    out.flush()
+                    continue
+                text, chunks, usage, timings, finish, wall, _ = generate_stream(
+                    server.base, endpoint, p["prompt"], args.max_tokens)
                 tokens = (timings or {}).get("predicted_n") or (usage or {}).get("completion_tokens") or len(chunks)
                 seconds = ((timings or {}).get("predicted_ms") or wall * 1000) / 1000
                 rec = {
@@ -241,8 +322,115 @@ def record(args):
                 flag = "CUT " if verdict["clamped"] else "    "
                 print(f"{flag}{rec['id']:<24} {tokens:>4} tok {seconds:6.2f} s {finish}", file=sys.stderr)
         finally:
+            if proxy:
+                proxy.close()
             server.close()
     out.close()
+
+
+def through_proxy(args, server, proxy, key, display, endpoint, p):
+    """One generation through `deloop proxy`; what the client received and
+    what llama-server counted for it (read once its slot is idle, so a
+    generation the cut did not stop shows up here)."""
+    server.wait_idle()
+    before = server.counters()
+    text, chunks, usage, timings, finish, wall, cut = generate_stream(
+        proxy.base, endpoint, p["prompt"], args.max_tokens)
+    server.wait_idle()
+    after = server.counters()
+    tokens = round(after["tokens_predicted_total"] - before["tokens_predicted_total"])
+    seconds = after["tokens_predicted_seconds_total"] - before["tokens_predicted_seconds_total"]
+    rec = {
+        "id": f"{key}/{p['id']}",
+        "model": display,
+        "prompt_id": p["id"],
+        "endpoint": "/v1/chat/completions" if endpoint == "chat" else "/v1/completions",
+        "max_tokens": args.max_tokens,
+        "text": text,
+        "finish_reason": finish,
+        "proxy_cut": cut,
+        "server_tokens": tokens,
+        "server_seconds": round(seconds, 3),
+        "client_wall_seconds": round(wall, 3),
+        "chunk_bytes": chunks,
+    }
+    flag = "CUT " if cut else "    "
+    print(f"{flag}{rec['id']:<24} {tokens:>4} tok {seconds:6.2f} s {finish}", file=sys.stderr)
+    return rec
+
+
+def report_proxy(args):
+    """The table of a --proxy run, joined with the recorded direct set (same
+    prompts, same greedy decoding) and the hand labels."""
+    proxied = [json.loads(l) for l in open(args.out, encoding="utf-8") if l.strip()]
+    direct = {json.loads(l)["id"]: json.loads(l) for l in open(args.direct, encoding="utf-8") if l.strip()}
+    labels = {json.loads(l)["id"]: json.loads(l) for l in open(args.labels, encoding="utf-8") if l.strip()}
+    marker = " [\u2026]"
+    rows, notes = {}, []
+    for r in proxied:
+        key = r["id"].split("/")[0]
+        d = direct.get(r["id"])
+        if d is None:
+            die(f"{r['id']} is not in {args.direct}")
+        label = labels.get(r["id"], {}).get("label", "unlabelled")
+        row = rows.setdefault(key, {"model": r["model"], "n": 0, "loop": 0, "healthy": 0, "ambiguous": 0,
+                                    "unlabelled": 0, "cut_loops": 0, "cut_other": 0, "healthy_changed": 0,
+                                    "direct_tokens": 0, "direct_seconds": 0.0, "tokens": 0, "seconds": 0.0,
+                                    "diverged": 0, "after_cut": 0})
+        row["n"] += 1
+        row[label] += 1
+        cut = r["proxy_cut"] is not None
+        if cut and label == "loop":
+            row["cut_loops"] += 1
+        elif cut:
+            row["cut_other"] += 1
+            notes.append(f"{r['id']} ({label}) was cut: {r['proxy_cut']}")
+        # The marker loses its space where the kept text ends a line.
+        kept = r["text"]
+        for m in (marker, marker.lstrip()):
+            if cut and kept.endswith(m):
+                kept = kept[:-len(m)]
+                break
+        if not d["text"].startswith(kept) or (not cut and kept != d["text"]):
+            # Greedy decoding should give the recorded text; say so when not.
+            row["diverged"] += 1
+            notes.append(f"{r['id']}: the text differs from the recorded generation")
+        if label == "healthy" and r["text"] != d["text"]:
+            row["healthy_changed"] += 1
+            notes.append(f"{r['id']}: a healthy answer changed")
+        row["direct_tokens"] += d["tokens"]
+        row["direct_seconds"] += d["seconds"]
+        row["tokens"] += r["server_tokens"]
+        if cut:
+            # Tokens the server generated that the client never got (one
+            # chunk per token, within a split UTF-8 character): what the
+            # server made before it noticed the dropped connection.
+            row["after_cut"] += max(0, r["server_tokens"] - len(r["chunk_bytes"]))
+        row["seconds"] += r["server_seconds"]
+    print("| model (greedy, max_tokens) | prompts | loops (hand) | loops cut by the proxy | other cuts | healthy (changed) | "
+          "tokens generated direct | tokens generated through the proxy | tokens saved | seconds saved (at this run's rate) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    if len(rows) > 1:
+        both = {"model": "both"}
+        for x in list(rows.values()):
+            for k, v in x.items():
+                if k != "model":
+                    both[k] = both.get(k, 0) + v
+        rows["both"] = both
+    for key, x in rows.items():
+        saved = x["direct_tokens"] - x["tokens"]
+        rate = x["seconds"] / x["tokens"] if x["tokens"] else 0.0
+        share = 100 * saved / x["direct_tokens"] if x["direct_tokens"] else 0
+        print(f"| {x['model']} | {x['n']} | {x['loop']} | {x['cut_loops']} | {x['cut_other']} | "
+              f"{x['healthy']} ({x['healthy_changed']}) | {x['direct_tokens']:,} | {x['tokens']:,} | "
+              f"{saved:,} ({share:.0f}%) | {saved * rate:.0f} |")
+    for key, x in rows.items():
+        print(f"\n{key}: {x['tokens']:,} tokens in {x['seconds']:.1f} s of generation through the proxy "
+              f"(llama-server's own counters); the recorded direct run: {x['direct_tokens']:,} tokens in "
+              f"{x['direct_seconds']:.0f} s (another load); {x['diverged']} texts differ from the recorded ones; "
+              f"{x['after_cut']} tokens generated after the cuts and never sent")
+    for n in notes:
+        print(n)
 
 
 def report(args):
@@ -296,7 +484,18 @@ def main():
     ap.add_argument("--verify-plain", action="store_true",
                     help="also request each prompt without streaming and record whether the texts match")
     ap.add_argument("--report", action="store_true", help="only print the table from --out and --labels")
+    ap.add_argument("--proxy", action="store_true",
+                    help="send every request through `deloop proxy` (needs --out; the recorded set is not touched)")
+    ap.add_argument("--report-proxy", action="store_true",
+                    help="only print the table of a --proxy run (--out) against the recorded set (--direct)")
+    ap.add_argument("--direct", default="testdata/real-model/generations.jsonl",
+                    help="the recorded direct generations a --proxy run is compared with")
     args = ap.parse_args()
+    if args.proxy and os.path.abspath(args.out) == os.path.abspath(ap.get_default("out")):
+        die("--proxy needs --out FILE: a proxied run must not overwrite the recorded set")
+    if args.report_proxy:
+        report_proxy(args)
+        return
     if args.report:
         report(args)
         return
@@ -305,7 +504,10 @@ def main():
     if not args.deloop or not os.path.isfile(args.deloop):
         die("no deloop binary (--deloop); build it with cargo build -p deloop")
     record(args)
-    report(args)
+    if args.proxy:
+        report_proxy(args)
+    else:
+        report(args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@
 #   bash scripts/real-model-measure.sh --report        # the table from the recorded set only
 #   bash scripts/real-model-measure.sh --models smollm2 --only en-list-01,es-list-01 --out /tmp/x.jsonl
 #   (--max-tokens N, default 400; --verify-plain also compares with a non-streamed request)
+#   bash scripts/real-model-measure.sh --proxy --out /tmp/p.jsonl --models smollm2 --max-tokens 400 --only ...
+#       every request THROUGH `deloop proxy` (client -> proxy -> llama-server), then the
+#       table of cuts and tokens/seconds llama-server did not generate, against the recorded set
+#   bash scripts/real-model-measure.sh --report-proxy --out /tmp/p.jsonl   # that table again
 #
 # Needs scripts/setup-llama.sh and scripts/setup-models.sh run first (their
 # paths are read from the environment or from <cache>/llama.env), and builds
@@ -32,7 +36,9 @@ if [ -f "$CACHE/llama.env" ]; then
 fi
 
 report_only=0
-for a in "$@"; do [ "$a" = --report ] && report_only=1; done
+for a in "$@"; do
+  case "$a" in --report | --report-proxy) report_only=1 ;; esac
+done
 if [ "$report_only" = 0 ] && [ -z "${DELOOP_BIN:-}" ]; then
   cargo build --quiet -p deloop
   DELOOP_BIN="${CARGO_TARGET_DIR:-target}/debug/deloop"
