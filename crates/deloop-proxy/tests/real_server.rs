@@ -17,8 +17,10 @@
 //!   `timings`).
 //! - Tools and a tool-call history pass through: the same replies direct
 //!   and proxied, and the same prompt rendered from them.
-//! - The official OpenAI Python SDK parses the cut stream (and its
-//!   accumulating helper rebuilds it) without error.
+//! - The same loop through Anthropic's Messages API (`/v1/messages`, which
+//!   llama-server serves too) is cut with the Anthropic ending.
+//! - The official OpenAI and Anthropic Python SDKs parse the cut streams
+//!   (and their accumulating helpers rebuild them) without error.
 //!
 //! The prompts are those of the recorded set whose greedy generations loop
 //! earliest (the watcher cuts after about 20 to 35 tokens), so the suite is
@@ -239,8 +241,10 @@ fn stream_text(events: &[Value], chat: bool) -> (String, usize) {
 fn assert_cut_within_bound(id: &str, got: &str, rec: &Recorded) {
     assert_eq!(rec.label, "loop", "{id} is not a labelled loop");
     let marker = deloop_core::repetition::ClampConfig::default().words.marker;
+    // The marker loses its space where the kept text ends a line.
     let kept = got
         .strip_suffix(marker.as_str())
+        .or_else(|| got.strip_suffix(marker.trim_start()))
         .unwrap_or_else(|| panic!("{id}: the cut text does not end with {marker:?}: {got:?}"));
     assert!(
         rec.text.starts_with(kept),
@@ -330,13 +334,23 @@ async fn cut_and_stop(model: Model, id: &str, chat: bool, max_tokens: u64) {
     eprintln!("{id}: the client got {pieces} pieces: {text:?}");
     assert_cut_within_bound(id, &text, &rec);
     assert_well_formed_ending(id, &events, done, text.len());
+    assert_server_stopped(&server, id, predicted_before, pieces, max_tokens).await;
+}
 
-    // The server stops: its slot goes idle, and the tokens it predicted for
-    // this request are about those the client received, far below
-    // max_tokens; its counters then stay put.
-    wait_idle(&server).await;
-    let predicted = counter(&server, "tokens_predicted_total").await - predicted_before;
-    let decoded = counter(&server, "n_decode_total").await;
+/// The server stops after a cut: its slot goes idle, and the tokens it
+/// predicted for the request (`predicted_before` is the counter before it)
+/// are about those the client received, far below `max_tokens`; its
+/// counters then stay put.
+async fn assert_server_stopped(
+    server: &LlamaServer,
+    id: &str,
+    predicted_before: f64,
+    pieces: usize,
+    max_tokens: u64,
+) {
+    wait_idle(server).await;
+    let predicted = counter(server, "tokens_predicted_total").await - predicted_before;
+    let decoded = counter(server, "n_decode_total").await;
     eprintln!(
         "{id}: llama-server predicted {predicted} tokens of max_tokens {max_tokens} \
          ({pieces} text pieces reached the client)"
@@ -348,11 +362,11 @@ async fn cut_and_stop(model: Model, id: &str, chat: bool, max_tokens: u64) {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        counter(&server, "n_decode_total").await,
+        counter(server, "n_decode_total").await,
         decoded,
         "{id}: llama-server went on decoding after its slot was idle"
     );
-    assert_eq!(counter(&server, "requests_processing").await, 0.0);
+    assert_eq!(counter(server, "requests_processing").await, 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,6 +377,75 @@ async fn smollm2_looping_chat_stream_is_cut_and_llama_server_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemma3_looping_completion_stream_is_cut_and_llama_server_stops() {
     cut_and_stop(Model::Gemma3, GEMMA3_LOOP, false, GEMMA3_MAX_TOKENS).await;
+}
+
+/// llama-server also speaks Anthropic's Messages API (`/v1/messages`): the
+/// same loop through it is cut with the Anthropic ending (the open block
+/// closed, `message_delta` with `stop_reason` `end_turn` and the `deloop`
+/// object, `message_stop`), and the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smollm2_looping_messages_stream_is_cut_and_llama_server_stops() {
+    let id = SMOLLM2_LOOP;
+    let _one = one_server_at_a_time().await;
+    let Some(server) = start(Model::SmolLm2, "real_server::messages", &[]) else {
+        return;
+    };
+    let proxy = start_proxy(&server.base_url()).await;
+    let rec = recorded(id);
+    let body = json!({
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": rec.prompt}],
+        "max_tokens": SMOLLM2_MAX_TOKENS, "temperature": 0, "top_k": 1, "seed": 0,
+        "cache_prompt": false, "stream": true,
+    });
+    let predicted_before = counter(&server, "tokens_predicted_total").await;
+    let (status, _, sse) = post(&proxy.url, "/v1/messages", &body).await;
+    assert_eq!(status, 200, "{id}: {sse}");
+    let evs: Vec<(String, Value)> = events(&sse)
+        .into_iter()
+        .map(|(name, d)| {
+            let v: Value = serde_json::from_str(&d).unwrap_or_else(|e| panic!("{e}: {d}"));
+            (name.unwrap_or_default(), v)
+        })
+        .collect();
+    let mut text = String::new();
+    let mut pieces = 0;
+    for (_, v) in &evs {
+        if let Some(t) = v["delta"]["text"].as_str().filter(|t| !t.is_empty()) {
+            text.push_str(t);
+            pieces += 1;
+        }
+    }
+    eprintln!("{id} (messages): the client got {pieces} pieces: {text:?}");
+    assert_cut_within_bound(id, &text, &rec);
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"message_start"), "{names:?}");
+    assert_eq!(
+        names[names.len().saturating_sub(3)..],
+        ["content_block_stop", "message_delta", "message_stop"],
+        "{id}: the ending"
+    );
+    for (n, v) in &evs {
+        assert_eq!(
+            v["type"].as_str(),
+            Some(n.as_str()),
+            "{id}: event name and type"
+        );
+    }
+    let delta = &evs[evs.len() - 2].1;
+    assert_eq!(delta["delta"]["stop_reason"], "end_turn", "{delta}");
+    assert!(delta["usage"]["output_tokens"].is_u64(), "{delta}");
+    assert!(delta["deloop"]["detector"].is_string(), "{delta}");
+    assert!(
+        delta["deloop"]["saved_chars"].as_u64().unwrap_or(0) > 0,
+        "{delta}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "message_delta").count(),
+        1,
+        "{id}: one message_delta"
+    );
+    assert_server_stopped(&server, id, predicted_before, pieces, SMOLLM2_MAX_TOKENS).await;
 }
 
 // --- Pass-through --------------------------------------------------------
@@ -535,9 +618,9 @@ fn python() -> PathBuf {
     ))
 }
 
-fn openai_sdk_present(python: &PathBuf) -> bool {
+fn sdks_present(python: &PathBuf) -> bool {
     std::process::Command::new(python)
-        .args(["-c", "import openai"])
+        .args(["-c", "import openai, anthropic"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -545,17 +628,17 @@ fn openai_sdk_present(python: &PathBuf) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openai_sdk_through_the_proxy_to_llama_server() {
+async fn official_sdks_through_the_proxy_to_llama_server() {
     let python = python();
     if !deloop_testdata::real_component(
-        openai_sdk_present(&python),
-        "real_server::openai_sdk (openai Python SDK)",
+        sdks_present(&python),
+        "real_server::sdks (openai and anthropic Python SDKs)",
         "bash scripts/setup-proxy-clients.sh",
     ) {
         return;
     }
     let _one = one_server_at_a_time().await;
-    let Some(server) = start(Model::SmolLm2, "real_server::openai_sdk", &[]) else {
+    let Some(server) = start(Model::SmolLm2, "real_server::sdks", &[]) else {
         return;
     };
     let proxy = start_proxy(&server.base_url()).await;
@@ -569,6 +652,7 @@ async fn openai_sdk_through_the_proxy_to_llama_server() {
         .arg(&healthy.prompt)
         .arg(SMOLLM2_MAX_TOKENS.to_string())
         .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
         .env("NO_PROXY", "127.0.0.1,localhost")
         .kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(600), cmd.output())
@@ -617,6 +701,16 @@ async fn openai_sdk_through_the_proxy_to_llama_server() {
     let r = get("healthy_stream");
     assert_eq!(r["text"], healthy.text.as_str(), "{r}");
     assert_eq!(r["finish_reason"], "stop");
+
+    let r = get("anthropic_looping_stream");
+    assert_cut_within_bound(SMOLLM2_LOOP, r["text"].as_str().unwrap(), &looping);
+    assert_eq!(r["final_text"], r["text"], "{r}");
+    assert_eq!(r["stop_reason"], "end_turn", "{r}");
+
+    let r = get("anthropic_healthy_reply");
+    assert_eq!(r["text"], healthy.text.as_str(), "{r}");
+    assert_eq!(r["stop_reason"], "end_turn", "{r}");
+    assert!(r["deloop"].is_null(), "{r}");
 
     wait_idle(&server).await;
 }

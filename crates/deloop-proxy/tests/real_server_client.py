@@ -1,6 +1,7 @@
-"""The official OpenAI Python SDK (PyPI `openai`, pinned and installed by
-`bash scripts/setup-proxy-clients.sh`) against `deloop proxy` in front of a
-real llama-server (SmolLM2-135M-Instruct, greedy decoding).
+"""The official OpenAI and Anthropic Python SDKs (PyPI `openai` and
+`anthropic`, pinned and installed by `bash scripts/setup-proxy-clients.sh`)
+against `deloop proxy` in front of a real llama-server (SmolLM2-135M-Instruct,
+greedy decoding; llama-server serves Anthropic's `/v1/messages` too).
 
 Usage: real_server_client.py PROXY_URL LOOPING_PROMPT HEALTHY_PROMPT MAX_TOKENS
 
@@ -12,11 +13,13 @@ judges the lines; this script only checks that the SDK parsed what it got.
 import json
 import sys
 
+import anthropic
 import openai
 
 PROXY, LOOPING, HEALTHY, MAX_TOKENS = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 oa = openai.OpenAI(base_url=PROXY + "/v1", api_key="sk-placeholder", max_retries=0, timeout=300)
+an = anthropic.Anthropic(base_url=PROXY, api_key="sk-ant-placeholder", max_retries=0, timeout=300)
 # Greedy decoding, as the recorded set (testdata/real-model) was made;
 # `top_k` and `cache_prompt` are llama.cpp's own fields, which the proxy
 # passes through untouched.
@@ -88,7 +91,36 @@ def healthy_stream():
     return {"text": text, "finish_reason": finish}
 
 
-SCENARIOS = [looping_stream_with_usage, looping_stream_helper, healthy_reply, healthy_stream]
+# This version of the Anthropic SDK takes no `temperature` or `top_k`
+# arguments: the sampling fields go in the body as they are.
+ANTHROPIC_GREEDY = {"temperature": 0, "top_k": 1, "seed": 0, "cache_prompt": False}
+
+
+def anthropic_looping_stream():
+    with an.messages.stream(
+        model="smollm2", max_tokens=MAX_TOKENS, messages=messages(LOOPING), extra_body=ANTHROPIC_GREEDY,
+    ) as s:
+        text = "".join(s.text_stream)
+        final = s.get_final_message()
+    return {"text": text, "stop_reason": final.stop_reason, "final_text": final.content[0].text}
+
+
+def anthropic_healthy_reply():
+    message = an.messages.create(
+        model="smollm2", max_tokens=MAX_TOKENS, messages=messages(HEALTHY), extra_body=ANTHROPIC_GREEDY,
+    )
+    return {"text": message.content[0].text, "stop_reason": message.stop_reason,
+            "deloop": extra(message, "deloop")}
+
+
+SCENARIOS = [
+    looping_stream_with_usage,
+    looping_stream_helper,
+    healthy_reply,
+    healthy_stream,
+    anthropic_looping_stream,
+    anthropic_healthy_reply,
+]
 
 if __name__ == "__main__":
     for scenario in SCENARIOS:
