@@ -74,6 +74,16 @@ pub struct ProxySettings {
     /// Requests relayed at once; beyond it, 503 with `Retry-After`
     /// (`DELOOP_PROXY_CONCURRENCY_LIMIT`). Default 1024.
     pub concurrency_limit: usize,
+    /// What the proxy does about tool-call loops found in a chat request's
+    /// history and in the calls of its reply (`DELOOP_PROXY_TOOL_LOOPS`):
+    /// `observe` (metrics and `x-deloop-*` headers only), `warn` (also a
+    /// note at the end of the request's messages when the latest round of
+    /// calls repeats), `block` (also replace a reply's tool calls by an
+    /// explanation when one is critical). `off` turns the check off.
+    /// Default `block` (docs/proxy.md says why). The profile and the
+    /// OpenClaw config are `server.sessions.profile` and
+    /// `server.sessions.loop_config`.
+    pub tool_loops: String,
 }
 
 impl Default for ProxySettings {
@@ -93,9 +103,13 @@ impl Default for ProxySettings {
             max_reply_bytes: 32 << 20,
             max_event_bytes: 1 << 20,
             concurrency_limit: 1024,
+            tool_loops: "block".into(),
         }
     }
 }
+
+/// The values of `proxy.tool_loops`.
+pub const TOOL_LOOP_ACTIONS: &[&str] = &["off", "observe", "warn", "block"];
 
 /// The `finish_reason` values a cut may report.
 pub const FINISH_REASONS: &[&str] = &["stop", "length", "content_filter", "repetition"];
@@ -145,6 +159,9 @@ impl ProxySettings {
         }
         if let Some(v) = get("DELOOP_PROXY_IDLE_TIMEOUT") {
             self.idle_timeout_secs = parse_num("DELOOP_PROXY_IDLE_TIMEOUT", &v)?;
+        }
+        if let Some(v) = get("DELOOP_PROXY_TOOL_LOOPS") {
+            self.tool_loops = v.trim().to_ascii_lowercase();
         }
         if let Some(v) = get("DELOOP_PROXY_CONCURRENCY_LIMIT") {
             self.concurrency_limit = parse_num("DELOOP_PROXY_CONCURRENCY_LIMIT", &v)?;
@@ -207,6 +224,16 @@ impl ProxySettings {
                     "{:?} is not one of {}",
                     self.stop_reason,
                     STOP_REASONS.join(", ")
+                ),
+            });
+        }
+        if !TOOL_LOOP_ACTIONS.contains(&self.tool_loops.as_str()) {
+            return Err(SettingsError {
+                key: "proxy.tool_loops",
+                message: format!(
+                    "{:?} is not one of {}",
+                    self.tool_loops,
+                    TOOL_LOOP_ACTIONS.join(", ")
                 ),
             });
         }
@@ -312,6 +339,7 @@ mod tests {
         s.validate().unwrap();
         assert_eq!(s.finish_reason, "stop");
         assert_eq!(s.stop_reason, "end_turn");
+        assert_eq!(s.tool_loops, "block");
         assert!(s.upstream_url().is_err(), "no upstream by default");
     }
 
@@ -333,6 +361,7 @@ mod tests {
             ("DELOOP_PROXY_EXACT", "maybe", "DELOOP_PROXY_EXACT"),
             ("DELOOP_PROXY_FINISH_REASON", "loop", "proxy.finish_reason"),
             ("DELOOP_PROXY_STOP_REASON", "stop", "proxy.stop_reason"),
+            ("DELOOP_PROXY_TOOL_LOOPS", "kill", "proxy.tool_loops"),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
             (

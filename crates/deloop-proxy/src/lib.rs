@@ -46,6 +46,9 @@ pub mod request;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod tool_loops;
+pub mod tool_reply;
+pub mod tool_stream;
 pub mod upstream;
 
 use axum::http::HeaderName;

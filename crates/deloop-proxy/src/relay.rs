@@ -21,6 +21,7 @@ use crate::anthropic_stream::AnthropicStream;
 use crate::guard::CutRecord;
 use crate::openai_stream::OpenAiStream;
 use crate::sse::{SseEvent, SseReader};
+use crate::tool_stream::ToolStream;
 use crate::Flow;
 
 /// Either API's stream guard.
@@ -71,6 +72,8 @@ pub struct GuardedRelay {
     events: Vec<SseEvent>,
     out: Vec<Bytes>,
     done: bool,
+    tools: Option<ToolStream>,
+    passed: Vec<SseEvent>,
 }
 
 impl GuardedRelay {
@@ -93,7 +96,16 @@ impl GuardedRelay {
             events: Vec::new(),
             out: Vec::new(),
             done: false,
+            tools: None,
+            passed: Vec::new(),
         }
+    }
+
+    /// Judges the reply's tool calls with this layer before the text
+    /// guard sees the events ([`ToolStream`]).
+    pub fn with_tools(mut self, tools: ToolStream) -> Self {
+        self.tools = Some(tools);
+        self
     }
 
     /// The next bytes for the client, or `None` at the end.
@@ -147,7 +159,20 @@ impl GuardedRelay {
     /// Feeds the events read; true when the guard ended the stream (the
     /// upstream is then dropped).
     fn feed_events(&mut self) -> bool {
-        for ev in self.events.drain(..) {
+        let events: Vec<SseEvent> = match &mut self.tools {
+            None => std::mem::take(&mut self.events),
+            Some(tools) => {
+                for ev in self.events.drain(..) {
+                    tools.on_event(ev, &mut self.passed);
+                }
+                std::mem::take(&mut self.passed)
+            }
+        };
+        self.guard_events(events)
+    }
+
+    fn guard_events(&mut self, events: Vec<SseEvent>) -> bool {
+        for ev in events {
             if self.guard.on_event(&ev, &mut self.out) == Flow::Stop {
                 self.upstream = None;
                 self.done = true;
@@ -159,6 +184,13 @@ impl GuardedRelay {
 
     fn end(&mut self, error: Option<&str>) {
         self.upstream = None;
+        if let Some(tools) = &mut self.tools {
+            let mut rest = Vec::new();
+            tools.on_end(error.is_none(), &mut rest);
+            if !self.done && self.guard_events(rest) {
+                return;
+            }
+        }
         if !self.done {
             self.guard.on_end(error, &mut self.out);
             self.done = true;
@@ -166,6 +198,17 @@ impl GuardedRelay {
     }
 
     fn count_cuts(&mut self) {
+        if let Some(tools) = &mut self.tools {
+            for f in tools.take_found() {
+                crate::tool_loops::log_found(
+                    "reply",
+                    &f.tool,
+                    &f.verdict,
+                    f.action,
+                    self.metrics.as_deref(),
+                );
+            }
+        }
         let cuts = self.guard.take_cuts();
         for c in cuts {
             tracing::info!(

@@ -18,6 +18,11 @@ use crate::openai_stream::{Kind, OpenAiStream};
 use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
 use crate::request::{self, RequestInfo};
 use crate::state::ProxyState;
+use crate::tool_loops::{
+    append_message, log_found, note_message, warning_note, History, LoopJudge, ToolLoopAction,
+};
+use crate::tool_reply;
+use crate::tool_stream::ToolStream;
 use crate::upstream::response_headers;
 
 /// The header that turns exact mode on for one request.
@@ -244,6 +249,46 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     };
     let info = request::read(&bytes);
     let exact = flag(&parts.headers, EXACT_HEADER);
+    let mut bytes = bytes;
+    let mut marks = LoopMarks::default();
+    let tools = match (route, state.tool_loops(), &info) {
+        (Route::Chat | Route::Messages, Some((action, judge)), Some(_)) => {
+            let history = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .map(|v| History::from_body(api, &v))
+                .unwrap_or_default();
+            if let Some(round) = judge.history(&history) {
+                let warned = if action >= ToolLoopAction::Warn {
+                    let note = note_message(api, &warning_note(&round));
+                    append_message(&bytes, &note).map(|b| bytes = Bytes::from(b))
+                } else {
+                    None
+                };
+                let done = if warned.is_some() {
+                    "warned"
+                } else {
+                    "observed"
+                };
+                log_found(
+                    "history",
+                    &round.tool,
+                    &round.verdict,
+                    done,
+                    Some(state.metrics()),
+                );
+                marks.header("x-deloop-history-loop", round.verdict.level.as_str());
+                if let Some(d) = round.verdict.detector {
+                    marks.header("x-deloop-history-loop-detector", d.as_str());
+                }
+                marks.action(done);
+            }
+            Some(Tools {
+                block: action == ToolLoopAction::Block,
+                judge: judge.clone(),
+                history,
+            })
+        }
+        _ => None,
+    };
     let rb = state.0.upstream.request(
         true,
         parts.method.clone(),
@@ -257,7 +302,7 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     };
     // Errors, and requests the proxy could not read, pass untouched.
     let Some(info) = info.filter(|_| resp.status().is_success()) else {
-        return untouched(&state, resp);
+        return marks.apply(untouched(&state, resp));
     };
     let content_type = resp
         .headers()
@@ -268,7 +313,7 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     let is_sse = content_type.starts_with("text/event-stream");
     let is_json = content_type.contains("json");
     if !is_sse && !is_json {
-        return untouched(&state, resp);
+        return marks.apply(untouched(&state, resp));
     }
     if let Some(enc) = resp
         .headers()
@@ -288,9 +333,51 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
         .into_response();
     }
     if is_sse {
-        guarded_stream(&state, route, &info, exact, resp)
+        marks.apply(guarded_stream(&state, route, &info, exact, resp, tools))
     } else {
-        guarded_reply(&state, route, &info, exact, resp).await
+        guarded_reply(&state, route, &info, exact, resp, tools, marks).await
+    }
+}
+
+/// The tool-loop check of one request: the judge, the request's history,
+/// and whether critical calls are blocked.
+struct Tools {
+    block: bool,
+    judge: LoopJudge,
+    history: History,
+}
+
+/// The `x-deloop-*` headers of the tool-loop check.
+#[derive(Default)]
+struct LoopMarks {
+    headers: Vec<(&'static str, String)>,
+    actions: Vec<&'static str>,
+}
+
+impl LoopMarks {
+    fn header(&mut self, name: &'static str, value: &str) {
+        self.headers.push((name, value.to_string()));
+    }
+
+    fn action(&mut self, a: &'static str) {
+        if !self.actions.contains(&a) {
+            self.actions.push(a);
+        }
+    }
+
+    fn apply(self, mut res: Response) -> Response {
+        let h = res.headers_mut();
+        for (name, value) in self.headers {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                h.insert(name, v);
+            }
+        }
+        if !self.actions.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&self.actions.join(", ")) {
+                h.insert("x-deloop-loop-action", v);
+            }
+        }
+        res
     }
 }
 
@@ -307,6 +394,7 @@ fn guarded_stream(
     info: &RequestInfo,
     exact: bool,
     resp: reqwest::Response,
+    tools: Option<Tools>,
 ) -> Response {
     let settings = state.stream_settings(info, exact, end_reason(state, route.api()));
     let guard = match route {
@@ -334,6 +422,10 @@ fn guarded_stream(
         s.idle_timeout(),
         Some(state.metrics().clone()),
     );
+    let relay = match tools {
+        Some(t) => relay.with_tools(ToolStream::new(route.api(), t.judge, t.history, t.block)),
+        None => relay,
+    };
     let mut res = Response::new(relay.into_body());
     *res.status_mut() = status;
     *res.headers_mut() = headers;
@@ -346,6 +438,8 @@ async fn guarded_reply(
     info: &RequestInfo,
     exact: bool,
     resp: reqwest::Response,
+    tools: Option<Tools>,
+    mut marks: LoopMarks,
 ) -> Response {
     let api = route.api();
     let settings = state.stream_settings(info, exact, end_reason(state, api));
@@ -368,7 +462,7 @@ async fn guarded_reply(
             let mut res = Response::new(pass_through_body(read, rest, s.idle_timeout()));
             *res.status_mut() = status;
             *res.headers_mut() = response_headers(&upstream_headers, false);
-            return res;
+            return marks.apply(res);
         }
         Err(ReadError::Failed(msg)) => {
             return ProxyError::new(api, StatusCode::BAD_GATEWAY, "upstream_error", msg)
@@ -395,21 +489,45 @@ async fn guarded_reply(
             .metrics()
             .loop_cut("proxy", &detector, c.saved_chars as u64);
     }
-    let rewritten = guarded.body.is_some();
+    let mut rewritten = guarded.body.is_some();
+    let mut body: Bytes = guarded.body.unwrap_or(body);
+    if let Some(t) = tools {
+        let judged = match route {
+            Route::Chat => tool_reply::guard_openai(&body, &t.judge, &t.history, t.block),
+            Route::Messages => tool_reply::guard_anthropic(&body, &t.judge, &t.history, t.block),
+            Route::Completions => Default::default(),
+        };
+        for f in &judged.found {
+            log_found(
+                "reply",
+                &f.tool,
+                &f.verdict,
+                f.action,
+                Some(state.metrics()),
+            );
+            marks.action(f.action);
+        }
+        for (name, value) in judged.headers() {
+            marks.header(name, &value);
+        }
+        if let Some(b) = judged.body {
+            body = b;
+            rewritten = true;
+        }
+    }
     let mut headers = response_headers(&upstream_headers, rewritten);
     for (name, value) in &guarded.headers {
         if let Ok(v) = HeaderValue::from_str(value) {
             headers.insert(*name, v);
         }
     }
-    let body: Bytes = guarded.body.unwrap_or(body);
     if rewritten {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
     let mut res = Response::new(Body::from(body));
     *res.status_mut() = status;
     *res.headers_mut() = headers;
-    res
+    marks.apply(res)
 }
 
 #[cfg(test)]

@@ -12,14 +12,16 @@ use tokio::sync::Semaphore;
 use crate::guard::StreamSettings;
 use crate::json_reply::JsonSpec;
 use crate::request::RequestInfo;
+use crate::tool_loops::{LoopJudge, ToolLoopAction};
 use crate::upstream::Upstream;
+use deloop_core::loops::{LoopConfig, Profile};
 
 /// The proxy's shared state: settings, the loop guard's config, the
 /// upstream clients, deloop's own keys, metrics. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ProxyState(pub(crate) Arc<Inner>);
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Inner {
     pub settings: ProxySettings,
     pub clamp: ClampConfig,
@@ -27,6 +29,8 @@ pub(crate) struct Inner {
     pub keys: ApiKeys,
     pub metrics: Arc<Metrics>,
     pub permits: Arc<Semaphore>,
+    /// The tool-loop check (`None`: `proxy.tool_loops = "off"`).
+    pub loops: Option<(ToolLoopAction, LoopJudge)>,
 }
 
 impl ProxyState {
@@ -45,6 +49,8 @@ impl ProxyState {
         settings.validate()?;
         let upstream = Upstream::new(&settings, upstream_key)?;
         let permits = Arc::new(Semaphore::new(settings.concurrency_limit));
+        let loops = ToolLoopAction::parse(&settings.tool_loops)
+            .map(|a| (a, LoopJudge::new(Profile::Default, LoopConfig::default())));
         Ok(ProxyState(Arc::new(Inner {
             settings,
             clamp,
@@ -52,7 +58,25 @@ impl ProxyState {
             keys,
             metrics,
             permits,
+            loops,
         })))
+    }
+
+    /// Uses this profile and OpenClaw config for the tool-loop check
+    /// (`server.sessions.profile` and `server.sessions.loop_config`; the
+    /// default profile and config otherwise). No effect when the check is
+    /// off.
+    pub fn with_loop_guard(mut self, profile: Profile, config: LoopConfig) -> Self {
+        let inner = Arc::make_mut(&mut self.0);
+        if let Some((_, judge)) = &mut inner.loops {
+            *judge = LoopJudge::new(profile, config);
+        }
+        self
+    }
+
+    /// The tool-loop action and judge, when the check is on.
+    pub fn tool_loops(&self) -> Option<(ToolLoopAction, &LoopJudge)> {
+        self.0.loops.as_ref().map(|(a, j)| (*a, j))
     }
 
     /// The settings.

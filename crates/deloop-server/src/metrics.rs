@@ -40,6 +40,20 @@ pub struct VerdictLabels {
     pub detector: String,
 }
 
+/// Labels of the proxy's tool-loop metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLoopLabels {
+    /// `history` (the round the agent just ran) or `reply` (the calls the
+    /// model asks for).
+    pub source: String,
+    /// `warning` or `critical`.
+    pub level: String,
+    /// The detector.
+    pub detector: String,
+    /// What the proxy did: `observed`, `warned` or `blocked`.
+    pub action: String,
+}
+
 /// Every metric the server exports.
 pub struct Metrics {
     registry: Registry,
@@ -48,6 +62,7 @@ pub struct Metrics {
     loops_cut: Family<CutLabels, Counter>,
     chars_saved: Family<CutLabels, Counter>,
     verdicts: Family<VerdictLabels, Counter>,
+    tool_loops: Family<ToolLoopLabels, Counter>,
     sessions_evicted: Counter,
     sessions_expired: Counter,
     sessions_live: Gauge<i64, AtomicI64>,
@@ -83,6 +98,7 @@ impl Metrics {
         let loops_cut = Family::<CutLabels, Counter>::default();
         let chars_saved = Family::<CutLabels, Counter>::default();
         let verdicts = Family::<VerdictLabels, Counter>::default();
+        let tool_loops = Family::<ToolLoopLabels, Counter>::default();
         let sessions_evicted = Counter::default();
         let sessions_expired = Counter::default();
         let sessions_live = Gauge::<i64, AtomicI64>::default();
@@ -107,6 +123,11 @@ impl Metrics {
             "tool_call_verdicts",
             "Tool-call verdicts by level and detector",
             verdicts.clone(),
+        );
+        registry.register(
+            "proxy_tool_loops",
+            "Tool-call loops the proxy found in requests (history) and replies, by level, detector and action",
+            tool_loops.clone(),
         );
         registry.register(
             "sessions_evicted",
@@ -135,6 +156,7 @@ impl Metrics {
             loops_cut,
             chars_saved,
             verdicts,
+            tool_loops,
             sessions_evicted,
             sessions_expired,
             sessions_live,
@@ -169,6 +191,19 @@ impl Metrics {
             .get_or_create(&VerdictLabels {
                 level: level.to_string(),
                 detector: detector.unwrap_or("none").to_string(),
+            })
+            .inc();
+    }
+
+    /// Records a tool-call loop the proxy found (`source`: `history` or
+    /// `reply`; `action`: `observed`, `warned`, `blocked`).
+    pub fn tool_loop(&self, source: &str, level: &str, detector: &str, action: &str) {
+        self.tool_loops
+            .get_or_create(&ToolLoopLabels {
+                source: source.to_string(),
+                level: level.to_string(),
+                detector: detector.to_string(),
+                action: action.to_string(),
             })
             .inc();
     }

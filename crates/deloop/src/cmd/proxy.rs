@@ -55,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let keys = deloop_server::build::api_keys(&config.server, list.as_deref()).map_err(bad)?;
     let auth = !keys.is_empty();
     let key = deloop_config::ProxySettings::upstream_key(env);
+    let guard = deloop_server::build::guard_settings(&config.server).map_err(bad)?;
     let state = deloop_proxy::ProxyState::new(
         config.proxy.clone(),
         config.guards.clamp.clone(),
@@ -62,7 +63,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         keys,
         Arc::new(deloop_server::metrics::Metrics::new()),
     )
-    .map_err(bad)?;
+    .map_err(bad)?
+    .with_loop_guard(guard.profile, guard.config);
     let grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
