@@ -143,7 +143,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = Duration::from_secs(state.settings().shutdown_grace_secs);
-    let app = router(state);
+    serve_app(listener, router(state), grace, shutdown).await
+}
+
+/// Serves a router built from [`router`] (for example with the guarding
+/// proxy mounted as its fallback service, so deloop's own routes keep
+/// precedence) on `listener` until `shutdown` resolves; then stops
+/// accepting and lets in-flight requests finish for up to `grace`.
+pub async fn serve_app(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    grace: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown.await;

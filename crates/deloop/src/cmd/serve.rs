@@ -94,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         .map_err(|e| BadInput(e.to_string()))?;
     let (state, store) = state(&config)?;
     let state = state.serving_oracle();
+    let proxy = mounted_proxy(&mut config, &state)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -105,6 +106,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         let sweep_every = std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
         deloop_server::build::spawn_sweeper(store, sweep_every);
         eprintln!("deloop: listening on http://{local}");
+        if let Some(p) = &proxy {
+            eprintln!("deloop: proxying the other paths -> {}", p.upstream_url());
+            tracing::info!(upstream = p.upstream_url(), "proxy mounted as the fallback");
+        }
         tracing::info!(%local, auth = state_keys(&config), "serving");
         let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
         // Why the server stopped: the oracle's failure, if that was the cause.
@@ -119,7 +124,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                 }
             }
         };
-        deloop_server::serve(listener, state, shutdown).await?;
+        let grace = std::time::Duration::from_secs(state.settings().shutdown_grace_secs);
+        let mut app = deloop_server::router(state);
+        if let Some(p) = proxy {
+            // Added after the server's layers: deloop's routes keep their
+            // bearer auth, the proxied paths get the proxy's own layers
+            // (`x-deloop-key`, stripped before forwarding).
+            app = app.fallback_service(deloop_proxy::router(p));
+        }
+        deloop_server::serve_app(listener, app, grace, shutdown).await?;
         // The oracle failed to open: the reason, as the exit code says.
         let failed = failure
             .lock()
@@ -131,6 +144,36 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         }
     })?;
     Ok(Exit::Ok)
+}
+
+/// The guarding proxy to mount behind deloop's routes, when an upstream is
+/// configured (`proxy.upstream`, `DELOOP_PROXY_UPSTREAM`): the same API
+/// keys (sent in `x-deloop-key` on proxied paths, since `Authorization`
+/// belongs to the upstream), the same metrics, the same tool-loop profile.
+fn mounted_proxy(
+    config: &mut Config,
+    state: &deloop_server::AppState,
+) -> anyhow::Result<Option<deloop_proxy::ProxyState>> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let bad = |e: deloop_config::SettingsError| BadInput(e.to_string());
+    config.proxy.apply_env(env).map_err(bad)?;
+    if config.proxy.upstream.trim().is_empty() {
+        return Ok(None);
+    }
+    let guard = deloop_server::build::guard_settings(&config.server).map_err(bad)?;
+    let list = std::env::var("DELOOP_API_KEYS").ok();
+    let keys = deloop_server::build::api_keys(&config.server, list.as_deref()).map_err(bad)?;
+    let key = deloop_config::ProxySettings::upstream_key(env);
+    let proxy = deloop_proxy::ProxyState::new(
+        config.proxy.clone(),
+        config.guards.clamp.clone(),
+        key.as_deref(),
+        keys,
+        state.metrics().clone(),
+    )
+    .map_err(bad)?
+    .with_loop_guard(guard.profile, guard.config);
+    Ok(Some(proxy))
 }
 
 /// Opens the oracle off the async threads (SQLite; the first start builds
