@@ -90,6 +90,7 @@ pub fn route_label(path: &str) -> &'static str {
         "/v1/messages" => "/v1/messages",
         "/deloop/healthz" => "/deloop/healthz",
         "/deloop/metrics" => "/deloop/metrics",
+        crate::litellm::PATH => crate::litellm::PATH,
         _ => "proxied",
     }
 }

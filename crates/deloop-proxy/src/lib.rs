@@ -7,6 +7,8 @@
 //!   `POST /v1/messages` are guarded, streamed or not;
 //! * every other method and path (`/v1/models`, `/v1/embeddings`,
 //!   `/v1/responses`, …) is passed through untouched;
+//! * `POST /beta/litellm_basic_guardrail_api` is LiteLLM's Generic
+//!   Guardrail API ([`litellm`]);
 //! * `GET /deloop/healthz` and `GET /deloop/metrics` are the proxy's own.
 //!
 //! The stream logic lives in pure modules ([`sse`], [`openai_stream`],
@@ -39,6 +41,7 @@ pub mod guard;
 pub mod json_closer;
 pub mod json_reply;
 pub mod layers;
+pub mod litellm;
 pub mod openai_stream;
 pub mod relay;
 pub mod reply;
@@ -52,7 +55,7 @@ pub mod tool_stream;
 pub mod upstream;
 
 use axum::http::HeaderName;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::{middleware, Router};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -81,6 +84,7 @@ pub fn router(state: ProxyState) -> Router {
         .route("/v1/chat/completions", any(routes::chat))
         .route("/v1/completions", any(routes::completions))
         .route("/v1/messages", any(routes::messages))
+        .route(litellm::PATH, post(routes::litellm_guardrail))
         .route("/deloop/healthz", get(routes::healthz))
         .route("/deloop/metrics", get(routes::metrics))
         .fallback(routes::proxied)

@@ -68,6 +68,38 @@ pub async fn proxied(State(state): State<ProxyState>, req: Request) -> Response 
     pass_through(state, req).await
 }
 
+/// `POST /beta/litellm_basic_guardrail_api`: LiteLLM's Generic Guardrail
+/// API ([`crate::litellm`]).
+pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) -> Response {
+    let limit = state.settings().max_body_bytes;
+    let bytes = match axum::body::to_bytes(req.into_body(), limit).await {
+        Ok(b) => b,
+        Err(_) => return too_large(Api::OpenAi, limit),
+    };
+    let bad = |msg: String| {
+        ProxyError::new(
+            Api::OpenAi,
+            StatusCode::BAD_REQUEST,
+            "invalid_guardrail_request",
+            msg,
+        )
+        .into_response()
+    };
+    let v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("the guardrail request is not JSON: {e}")),
+    };
+    match crate::litellm::guardrail_with_findings(&v, &state.0.clamp, state.tool_loops()) {
+        Ok((out, found)) => {
+            for (source, tool, verdict, done) in found {
+                log_found(source, &tool, &verdict, done, Some(state.metrics()));
+            }
+            axum::Json(out).into_response()
+        }
+        Err(msg) => bad(format!("bad guardrail request: {msg}")),
+    }
+}
+
 /// `GET /deloop/healthz`.
 pub async fn healthz() -> impl IntoResponse {
     (

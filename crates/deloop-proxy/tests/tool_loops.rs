@@ -358,3 +358,75 @@ async fn off_looks_at_nothing() {
     assert!(h.get("x-deloop-history-loop").is_none());
     assert_eq!(out, reply.to_string());
 }
+
+/// LiteLLM's Generic Guardrail API, the wire format only (LiteLLM itself
+/// is not run here): the request LiteLLM's `GenericGuardrailAPIRequest`
+/// serialises to, and the `{action, blocked_reason?, texts?}` it reads.
+#[tokio::test]
+async fn litellm_generic_guardrail_api_wire_format() {
+    let fake = Fake::start(vec![]).await;
+    let proxy = start_with(&fake, "block").await;
+    let url = format!("{}/beta/litellm_basic_guardrail_api", proxy.url);
+    let post = |body: Value| {
+        let url = url.clone();
+        async move {
+            let res = client().post(&url).json(&body).send().await.unwrap();
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap())
+        }
+    };
+    let base = |input_type: &str, texts: Vec<String>| {
+        json!({"texts": texts, "images": null, "tools": null,
+            "structured_messages": null, "tool_calls": null,
+            "request_data": {"user_api_key_hash": "h", "user_api_key_alias": null},
+            "input_type": input_type, "litellm_call_id": "call-1", "litellm_trace_id": "trace-1",
+            "additional_provider_specific_params": {}})
+    };
+    // A healthy response: NONE.
+    let (status, v) = post(base("response", vec![healthy_text()])).await;
+    assert_eq!((status, v), (200, json!({"action": "NONE"})));
+    // A looping response text: clamped.
+    let looping = format!("Intro sentence. {}", LOOP_UNIT.repeat(50));
+    let (status, v) = post(base("response", vec![looping.clone()])).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["action"], "GUARDRAIL_INTERVENED");
+    let t = v["texts"][0].as_str().unwrap();
+    assert!(
+        t.starts_with("Intro sentence. ") && t.len() < looping.len() / 4,
+        "{t}"
+    );
+    // A request whose history loops: warned (the note on the last text),
+    // then blocked.
+    let mut req = base("request", vec!["Find the config file.".into()]);
+    req["structured_messages"] = json!(repeated_history(6));
+    let (_, v) = post(req.clone()).await;
+    assert_eq!(v["action"], "GUARDRAIL_INTERVENED");
+    assert!(v["texts"][0].as_str().unwrap().contains("`read_file`"));
+    req["structured_messages"] = json!(repeated_history(25));
+    let (_, v) = post(req).await;
+    assert_eq!(v["action"], "BLOCKED");
+    assert!(v["blocked_reason"]
+        .as_str()
+        .unwrap()
+        .contains("`read_file`"));
+    // A response's repeated tool call, with the history: blocked.
+    let mut req = base("response", vec![]);
+    req["structured_messages"] = json!(repeated_history(25));
+    req["tool_calls"] = json!([{"id": "call_x", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"/etc/app.toml\"}"}}]);
+    let (_, v) = post(req).await;
+    assert_eq!(v["action"], "BLOCKED");
+    // Bad requests: 400 naming the problem, OpenAI's error shape.
+    let (status, v) = post(json!({"texts": [], "input_type": "sideways"})).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("input_type"));
+    assert!(fake.seen().is_empty(), "nothing goes upstream");
+    let metrics = proxy.state.metrics().render();
+    assert!(
+        metrics.contains(r#"route="/beta/litellm_basic_guardrail_api""#),
+        "{metrics}"
+    );
+}
