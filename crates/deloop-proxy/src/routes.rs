@@ -289,7 +289,7 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
                 .map(|v| History::from_body(api, &v))
                 .unwrap_or_default();
             if let Some(round) = judge.history(&history) {
-                let warned = if action >= ToolLoopAction::Warn {
+                let warned = if action >= ToolLoopAction::Warn && !history.ends_with_assistant {
                     let note = note_message(api, &warning_note(&round));
                     append_message(&bytes, &note).map(|b| bytes = Bytes::from(b))
                 } else {

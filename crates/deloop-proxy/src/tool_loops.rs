@@ -89,6 +89,9 @@ pub struct History {
     /// Messages skipped because they could not be read (no role, a tool
     /// result without its call id, a call without a name, …).
     pub skipped: usize,
+    /// The last message is the assistant's (a prefill): a note appended
+    /// after it would change what the model continues, so none is.
+    pub ends_with_assistant: bool,
 }
 
 impl History {
@@ -103,6 +106,7 @@ impl History {
         let mut calls = 0usize;
         for (i, m) in messages.iter().enumerate() {
             let is_assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+            h.ends_with_assistant = is_assistant;
             match message_events(format, m, i + 1) {
                 Ok(events) => {
                     let start = calls;
@@ -721,7 +725,10 @@ mod tests {
         // A final assistant text message has no round.
         let mut m = repeated(3);
         m.push(json!({"role": "assistant", "content": "done"}));
-        assert!(History::read(Api::OpenAi, &m).last_round.is_empty());
+        let h = History::read(Api::OpenAi, &m);
+        assert!(h.last_round.is_empty());
+        assert!(h.ends_with_assistant);
+        assert!(!History::read(Api::OpenAi, &repeated(3)).ends_with_assistant);
     }
 
     #[test]

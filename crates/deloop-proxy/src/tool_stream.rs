@@ -145,6 +145,14 @@ impl ToolStream {
             out.push(ev);
             return;
         }
+        // The common case, a text delta before any call: no second parse.
+        if self.choices.is_empty()
+            && self.held.is_empty()
+            && memchr::memmem::find(data.as_bytes(), b"\"tool_calls\"").is_none()
+        {
+            out.push(ev);
+            return;
+        }
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             // The text guard reports it; what is held goes first.
             self.decide_openai(out);
@@ -322,6 +330,16 @@ impl ToolStream {
     }
 
     fn on_anthropic(&mut self, ev: SseEvent, out: &mut Vec<SseEvent>) {
+        // Before any tool_use block, and after the decision, events pass
+        // without a second parse.
+        let plain = ev
+            .data
+            .as_deref()
+            .is_none_or(|d| memchr::memmem::find(d.as_bytes(), b"\"tool_use\"").is_none());
+        if self.decided || (self.anthropic.is_empty() && plain) {
+            out.push(ev);
+            return;
+        }
         let Some(v) = ev
             .data
             .as_deref()
@@ -509,6 +527,26 @@ mod tests {
         let input = openai_calls_stream(0);
         assert_eq!(run(&mut layer, &input), input);
         assert!(layer.take_found().is_empty());
+    }
+
+    #[test]
+    fn text_before_the_calls_streams_at_once_and_stays() {
+        let judge = LoopJudge::new(Profile::Default, LoopConfig::default());
+        let mut layer = ToolStream::new(Api::OpenAi, judge, history(25), true);
+        let text = chunk(json!({"index": 0, "delta": {"role": "assistant",
+            "content": "Let me look again."}, "finish_reason": null}));
+        let mut reader = SseReader::new(1 << 20);
+        let mut evs = Vec::new();
+        reader.push(text.as_bytes(), &mut evs).unwrap();
+        let mut out = Vec::new();
+        for e in evs {
+            layer.on_event(e, &mut out);
+        }
+        assert_eq!(String::from_utf8(concat(&out).to_vec()).unwrap(), text);
+        let rest = run(&mut layer, &openai_calls_stream(0));
+        assert!(rest.contains("did not run the tool call `read`"), "{rest}");
+        // The synthesized parts carry the stream's id.
+        assert!(rest.contains("\"id\":\"s\""));
     }
 
     #[test]

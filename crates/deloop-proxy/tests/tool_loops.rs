@@ -106,6 +106,17 @@ async fn a_repeated_call_is_warned_with_the_prefix_unchanged() {
     let (h, _) = post_raw(&format!("{}/v1/chat/completions", proxy.url), &body).await;
     assert!(h.get("x-deloop-history-loop").is_none());
     assert_eq!(fake.last().body, body.as_bytes());
+    // An assistant prefill last: no note after it (it would change what
+    // the model continues); the headers still say what was seen.
+    let mut prefill = repeated_history(6);
+    prefill.push(json!({"role": "assistant", "content": "The file"}));
+    let body = json!({"model": MODEL, "messages": prefill}).to_string();
+    let (h, _) = post_raw(&format!("{}/v1/chat/completions", proxy.url), &body).await;
+    assert_eq!(fake.last().body, body.as_bytes());
+    assert!(
+        h.get("x-deloop-history-loop").is_none(),
+        "no round is latest"
+    );
     let metrics = proxy.state.metrics().render();
     assert!(
         metrics.contains(r#"deloop_proxy_tool_loops_total{source="history",level="warning",detector="generic_repeat",action="warned"} 1"#),
