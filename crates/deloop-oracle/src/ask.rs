@@ -78,6 +78,7 @@ pub struct AskOutcome {
 
 /// `meta`: the settings an ask runs with, sent first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MetaEvent {
     /// The mode.
     pub mode: Mode,
@@ -94,6 +95,7 @@ pub struct MetaEvent {
 
 /// `sources`: the retrieved passages, sent before any answer text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SourcesEvent {
     /// Best first: `source`, `start_line`, `end_line`, `heading_trail`,
     /// `text`, `score`.
@@ -102,6 +104,7 @@ pub struct SourcesEvent {
 
 /// `delta`: answer text as it is generated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeltaEvent {
     /// The next piece of the answer.
     pub text: String,
@@ -109,6 +112,7 @@ pub struct DeltaEvent {
 
 /// `cut`: the streaming loop watcher fired and the LLM request was dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CutEvent {
     /// The detector that fired: `word_period`, `long_period` or `substring`.
     pub detector: String,
@@ -120,6 +124,7 @@ pub struct CutEvent {
 
 /// `error`: the ask failed before it could answer (no `done` follows).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorEvent {
     /// [`crate::OracleError::kind`]: `bad_request`, `config`, `no_index`,
     /// `index`, `embedder` or `internal`.

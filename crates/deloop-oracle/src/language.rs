@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// A language the oracle speaks: prompts and fallback messages exist in both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Language {
     /// Spanish (`es`).
     Es,

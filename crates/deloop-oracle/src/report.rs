@@ -10,12 +10,14 @@ use crate::types::{Citation, Mode};
 
 /// Retrieval as it happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetrievalInfo {
     /// What was asked for: `hybrid`, `lexical` or `vector`.
     pub requested: String,
     /// What ran.
     pub used: String,
     /// Why it differs from the request, when it does.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub fallback_reason: Option<String>,
     /// Passages requested.
     pub k: usize,
@@ -23,12 +25,15 @@ pub struct RetrievalInfo {
 
 /// HyDE as it happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HydeInfo {
     /// The passage used, or none (plain question).
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub passage: Option<String>,
     /// True when the passage came from the cache.
     pub cached: bool,
     /// Why the plain question was used, when it was.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub fallback_reason: Option<String>,
     /// `average` or `concat`.
     pub query_vector: String,
@@ -36,6 +41,7 @@ pub struct HydeInfo {
 
 /// One retrieved passage, as reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassageInfo {
     /// Source path.
     pub source: String,
@@ -50,6 +56,7 @@ pub struct PassageInfo {
 /// Everything an ask reports: the object `deloop ask --json` prints and
 /// the `done` event of the server's `/api/oracle`, field for field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AskReport {
     /// The question.
     pub question: String,
@@ -65,8 +72,10 @@ pub struct AskReport {
     pub degraded: bool,
     /// Why it is degraded (`nothing_rescued`, `loop_too_short`, `loop_cut`,
     /// `refused`, `llm_failed`).
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub degraded_reason: Option<String>,
     /// The refusal reason code, when the model refused.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub refusal: Option<String>,
     /// True when a loop guard cut the answer.
     pub clamped: bool,
@@ -95,12 +104,14 @@ pub struct AskReport {
     /// malformed reply) and the answer is extractive (`degraded_reason`
     /// `llm_failed`), or the model looped mid-stream and was cut
     /// (`loop_cut`).
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub llm_error: Option<String>,
     /// The JSON repairs applied to the reply.
     pub repairs: Vec<String>,
     /// Retrieval.
     pub retrieval: RetrievalInfo,
     /// HyDE, when requested.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub hyde: Option<HydeInfo>,
     /// The passages retrieved, best first.
     pub passages: Vec<PassageInfo>,

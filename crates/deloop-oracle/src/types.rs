@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// How the oracle answers (seed `synthesizeAnswer` modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Mode {
     /// Rich markdown that cites its sources.
     #[default]
@@ -44,6 +45,7 @@ impl std::fmt::Display for Mode {
 
 /// One retrieved chunk as the oracle sees it: what it says and where it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Passage {
     /// The source path (or document id) the chunk came from.
     pub source: String,
@@ -61,6 +63,7 @@ pub struct Passage {
 
 /// A source the answer cites: a retrieved chunk's path and lines.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Citation {
     /// The source path.
     pub source: String,

@@ -30,10 +30,13 @@ const RELEASED_KEYS: usize = 4096;
 
 /// Totals over a transcript.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = CheckSummary))]
 pub struct Summary {
     /// Profile used.
+    #[cfg_attr(feature = "openapi", schema(value_type = deloop_core::loops::Profile))]
     pub profile: &'static str,
-    /// Transcript format read.
+    /// Transcript format read (`events`, `openai` or `anthropic`).
+    #[cfg_attr(feature = "openapi", schema(value_type = deloop_core::loops::transcript::TranscriptFormat))]
     pub format: &'static str,
     /// Number of call events.
     pub calls: usize,
@@ -42,10 +45,12 @@ pub struct Summary {
     /// Calls with a critical verdict.
     pub criticals: usize,
     /// Index of the first critical call, if any.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub first_critical: Option<usize>,
     /// Index of the first call where the guard says to end the run, if any.
+    #[cfg_attr(feature = "openapi", schema(required))]
     pub terminate_at: Option<usize>,
-    /// Non-ok verdicts per detector.
+    /// Non-ok verdicts per detector (keys: the detectors' names).
     pub detectors: BTreeMap<&'static str, usize>,
     /// Calls settled without their result, still waiting for it
     /// [`DEFAULT_MAX_OPEN`] calls later (set by [`run`]; not in the JSON
@@ -98,9 +103,54 @@ impl Summary {
     }
 }
 
-#[derive(Serialize)]
-struct SummaryLine<'a> {
-    summary: &'a Summary,
+/// The last JSON line of `deloop check --json`: `{"summary": {...}}`.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CheckSummaryLine<'a> {
+    /// Totals over the transcript.
+    pub summary: &'a Summary,
+}
+
+/// One call's JSON line of `deloop check --json`, in transcript order.
+/// [`write_json_call`] writes exactly the bytes `serde_json` writes for
+/// this value (a test holds it to that), without building it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CheckCallLine<'a> {
+    /// 0-based index of the call in the transcript.
+    pub index: usize,
+    /// The tool called.
+    pub tool: &'a str,
+    /// `ok`, `warning` or `critical`.
+    #[cfg_attr(feature = "openapi", schema(value_type = deloop_core::loops::Level))]
+    pub level: &'static str,
+    /// The detector that fired (null when ok).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<deloop_core::loops::Detector>, required))]
+    pub detector: Option<&'static str>,
+    /// The detector's count (null when ok).
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub count: Option<u32>,
+    /// A message for the model or the operator (empty when ok).
+    pub message: &'a str,
+    /// `AGENT::<agent>::<operation>::<context>::<result-hash>` (null when ok).
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub fingerprint: Option<&'a str>,
+}
+
+impl<'a> CheckCallLine<'a> {
+    /// The line of one call.
+    pub fn new(c: &'a CallVerdict) -> Self {
+        let v = &c.verdict;
+        CheckCallLine {
+            index: c.index,
+            tool: &c.tool,
+            level: v.level.as_str(),
+            detector: v.detector.map(|d| d.as_str()),
+            count: v.count,
+            message: &v.message,
+            fingerprint: v.fingerprint.as_deref(),
+        }
+    }
 }
 
 /// Writes a JSON string literal exactly as `serde_json` does (the common
@@ -120,8 +170,8 @@ fn json_uint(out: &mut (impl Write + ?Sized), v: u64) -> io::Result<()> {
     out.write_all(itoa::Buffer::new().format(v).as_bytes())
 }
 
-/// Writes one call's JSON line (the same bytes `serde_json` would write for
-/// `{"index","tool","level","detector","count","message","fingerprint"}`).
+/// Writes one call's JSON line: the same bytes `serde_json` writes for
+/// [`CheckCallLine`] (`{"index","tool","level","detector","count","message","fingerprint"}`).
 pub fn write_json_call(out: &mut impl Write, c: &CallVerdict) -> io::Result<()> {
     let v = &c.verdict;
     out.write_all(b"{\"index\":")?;
@@ -152,7 +202,7 @@ pub fn write_json_call(out: &mut impl Write, c: &CallVerdict) -> io::Result<()> 
 
 /// Writes the final `{"summary": {...}}` line.
 pub fn write_json_summary(out: &mut impl Write, summary: &Summary) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, &SummaryLine { summary })?;
+    serde_json::to_writer(&mut *out, &CheckSummaryLine { summary })?;
     out.write_all(b"\n")
 }
 
@@ -530,16 +580,6 @@ mod tests {
     /// writes for the same fields, whatever the strings hold.
     #[test]
     fn json_line_matches_serde_json() {
-        #[derive(Serialize)]
-        struct Line<'a> {
-            index: usize,
-            tool: &'a str,
-            level: &'static str,
-            detector: Option<&'static str>,
-            count: Option<u32>,
-            message: &'a str,
-            fingerprint: Option<&'a str>,
-        }
         let strings = [
             "",
             "read",
@@ -572,17 +612,7 @@ mod tests {
                 };
                 let mut ours = Vec::new();
                 write_json_call(&mut ours, &c).unwrap();
-                let v = &c.verdict;
-                let mut theirs = serde_json::to_vec(&Line {
-                    index: c.index,
-                    tool: &c.tool,
-                    level: v.level.as_str(),
-                    detector: v.detector.map(|d| d.as_str()),
-                    count: v.count,
-                    message: &v.message,
-                    fingerprint: v.fingerprint.as_deref(),
-                })
-                .unwrap();
+                let mut theirs = serde_json::to_vec(&CheckCallLine::new(&c)).unwrap();
                 theirs.push(b'\n');
                 assert_eq!(
                     String::from_utf8(ours).unwrap(),

@@ -1,7 +1,8 @@
 //! Output formats (human and JSON) of `deloop clamp`, in batch and `--stream`.
 
 use deloop_core::repetition::{ClampReport, Clamped, Detector, StreamCut};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 fn detector_name(d: Detector) -> &'static str {
     match d {
@@ -47,23 +48,62 @@ pub fn note(out: &Clamped) -> Option<String> {
 }
 
 /// The `--json` object of `deloop clamp` (and the answer of `POST /v1/clamp`):
-/// `text`, `clamped`, the first report's fields (`detector`, `period`,
-/// `unit`, `start`, `keep_bytes`, `removed_bytes`; null when nothing was
-/// cut) and `reports` (every guard that fired).
+/// the guarded text, whether a loop was cut, the first report's fields
+/// (null when nothing was cut) and every report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClampJson<'a> {
+    /// The guarded text (the input itself when nothing was cut; after a cut
+    /// it ends with the marker).
+    pub text: &'a str,
+    /// True when some guard cut the text.
+    pub clamped: bool,
+    /// The first guard that fired, or null.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub detector: Option<Detector>,
+    /// Its period: words for the word detectors, characters for
+    /// `substring` and `long_unit`, items for `near_duplicate`, lines for
+    /// `code_block`; null when nothing was cut.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub period: Option<usize>,
+    /// One copy of the repeated unit, or null.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub unit: Option<&'a str>,
+    /// Byte offset where the loop starts, or null.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub start: Option<usize>,
+    /// Bytes of the input kept, or null.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub keep_bytes: Option<usize>,
+    /// Bytes of the input removed, or null.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub removed_bytes: Option<usize>,
+    /// One report per guard that fired, in the order they ran.
+    pub reports: &'a [ClampReport],
+}
+
+impl<'a> ClampJson<'a> {
+    /// The object for a guard's output.
+    pub fn new(out: &'a Clamped) -> Self {
+        let first = out.report();
+        ClampJson {
+            text: &out.text,
+            clamped: out.is_clamped(),
+            detector: first.map(|r| r.detector),
+            period: first.map(|r| r.period),
+            unit: first.map(|r| r.unit.as_str()),
+            start: first.map(|r| r.start),
+            keep_bytes: first.map(|r| r.keep_bytes),
+            removed_bytes: first.map(|r| r.removed_bytes),
+            reports: &out.reports,
+        }
+    }
+}
+
+/// [`ClampJson`] as a JSON value: `text`, `clamped`, `detector`, `period`,
+/// `unit`, `start`, `keep_bytes`, `removed_bytes`, `reports`.
 pub fn json_value(out: &Clamped) -> Value {
-    let first = out.report();
-    let field = |f: fn(&ClampReport) -> Value| first.map_or(Value::Null, f);
-    json!({
-        "text": out.text,
-        "clamped": out.is_clamped(),
-        "detector": field(|r| json!(r.detector)),
-        "period": field(|r| json!(r.period)),
-        "unit": field(|r| json!(r.unit)),
-        "start": field(|r| json!(r.start)),
-        "keep_bytes": field(|r| json!(r.keep_bytes)),
-        "removed_bytes": field(|r| json!(r.removed_bytes)),
-        "reports": out.reports,
-    })
+    serde_json::to_value(ClampJson::new(out)).unwrap_or(Value::Null)
 }
 
 /// [`json_value`] as `deloop clamp --json` prints it: compact, one line.

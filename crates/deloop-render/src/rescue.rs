@@ -2,7 +2,36 @@
 //! (`deloop rescue`, `deloop repair`).
 
 use deloop_core::rescue::Repair;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The `--json` report of `deloop rescue` (and the answer of
+/// `POST /v1/rescue`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RescueJson<'a> {
+    /// True when a value was rescued.
+    pub ok: bool,
+    /// The rescued value (any JSON), or null when nothing was rescued.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub value: Option<&'a Value>,
+    /// The repairs applied, in order.
+    pub repairs: &'a [Repair],
+    /// Why nothing was rescued; only present when `ok` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
+}
+
+/// The `--json` object of `deloop repair` (and the answer of
+/// `POST /v1/repair`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RepairJson<'a> {
+    /// The repaired JSON document (any JSON value).
+    pub value: &'a Value,
+    /// The repairs applied, in order (empty when the input was valid JSON).
+    pub repairs: &'a [Repair],
+}
 
 /// The value as printed by `deloop rescue`: a string raw (with a final
 /// newline), any other value as compact JSON.
@@ -17,15 +46,13 @@ pub fn value_plain(value: &Value) -> String {
 /// `POST /v1/rescue`): `{"ok": bool, "value": <JSON or null>, "repairs":
 /// [...]}`, plus `"error"` when nothing was rescued.
 pub fn report_value(value: Option<&Value>, repairs: &[Repair], error: Option<&str>) -> Value {
-    let mut out = json!({
-        "ok": value.is_some(),
-        "value": value.cloned().unwrap_or(Value::Null),
-        "repairs": repairs,
-    });
-    if let Some(e) = error {
-        out["error"] = Value::String(e.to_owned());
-    }
-    out
+    serde_json::to_value(RescueJson {
+        ok: value.is_some(),
+        value,
+        repairs,
+        error,
+    })
+    .unwrap_or(Value::Null)
 }
 
 /// [`report_value`] as `deloop rescue --json` prints it: compact, one line.
@@ -47,10 +74,7 @@ pub fn document_text(json: &str) -> String {
 /// `POST /v1/repair`): `{"value": <the repaired JSON>, "repairs": [...]}`,
 /// the repairs named in snake case in the order they were applied.
 pub fn repair_value(value: &Value, repairs: &[Repair]) -> Value {
-    json!({
-        "value": value,
-        "repairs": repairs,
-    })
+    serde_json::to_value(RepairJson { value, repairs }).unwrap_or(Value::Null)
 }
 
 /// [`repair_value`] as `deloop repair --json` prints it: compact, one line.
@@ -79,6 +103,7 @@ pub fn repairs_line(repairs: &[Repair]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn plain_prints_strings_raw_and_other_values_as_json() {

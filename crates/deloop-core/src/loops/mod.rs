@@ -198,8 +198,14 @@ pub struct Scope<'a> {
     pub run_id: Option<&'a str>,
 }
 
-/// Severity of a verdict.
+/// Severity of a verdict: `ok`, `warning` (a loop is forming; the call may
+/// run) or `critical` (do not run the call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = LoopLevel, rename_all = "lowercase")
+)]
 pub enum Level {
     /// Nothing to report.
     Ok,
@@ -210,6 +216,9 @@ pub enum Level {
 }
 
 impl Level {
+    /// Every level, mildest first.
+    pub const ALL: [Level; 3] = [Level::Ok, Level::Warning, Level::Critical];
+
     /// `ok`, `warning` or `critical`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -222,6 +231,11 @@ impl Level {
 
 /// Which detector produced a verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = LoopDetector, rename_all = "snake_case")
+)]
 pub enum Detector {
     /// Identical calls (and identical no-progress outcomes).
     GenericRepeat,
@@ -244,6 +258,19 @@ pub enum Detector {
 }
 
 impl Detector {
+    /// Every detector, in declaration order.
+    pub const ALL: [Detector; 9] = [
+        Detector::GenericRepeat,
+        Detector::KnownPollNoProgress,
+        Detector::PingPong,
+        Detector::UnknownToolRepeat,
+        Detector::GlobalCircuitBreaker,
+        Detector::ArgumentChurn,
+        Detector::Cycle,
+        Detector::CompactionLoopPersisted,
+        Detector::AntiLoopProtocol,
+    ];
+
     /// The detector's wire name (`generic_repeat`, …).
     pub fn as_str(self) -> &'static str {
         match self {

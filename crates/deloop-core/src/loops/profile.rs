@@ -3,8 +3,13 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A detection profile.
+/// A detection profile: `default`, `openclaw` or `strict`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = LoopProfile, rename_all = "lowercase")
+)]
 pub enum Profile {
     /// deloop's own rules: everything OpenClaw does, plus back-to-back
     /// streaks and cycles, content-based hashing of plain results, sticky

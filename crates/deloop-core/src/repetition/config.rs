@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// protections. Deserializes from TOML/JSON; missing keys take the defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClampConfig {
     /// The word-period guard (seed `clampRepetition`).
     pub words: WordConfig,
@@ -25,6 +26,7 @@ pub struct ClampConfig {
 /// docs/repetition.md for the rules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NearConfig {
     /// Run this guard at all.
     pub enabled: bool,
@@ -79,6 +81,7 @@ impl Default for NearConfig {
 /// The word-period guard: whitespace tokens compared case-insensitively.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WordConfig {
     /// Run this guard at all.
     pub enabled: bool,
@@ -116,6 +119,7 @@ pub struct WordConfig {
 /// The substring guard: a short unit of characters repeated back to back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubstringConfig {
     /// Run this guard at all.
     pub enabled: bool,
@@ -139,6 +143,7 @@ pub struct SubstringConfig {
 /// False-positive protections (all off in seed-compat mode).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HealthyConfig {
     /// Turn every protection below on or off at once.
     pub enabled: bool,

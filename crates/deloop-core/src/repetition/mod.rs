@@ -51,6 +51,7 @@ use substring::Candidate;
 /// Which detector fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ClampDetector))]
 pub enum Detector {
     /// Whitespace tokens repeating with a period of at most `max_period`.
     WordPeriod,
@@ -71,6 +72,7 @@ pub enum Detector {
 
 /// What a guard found and what it removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClampReport {
     /// The detector that fired.
     pub detector: Detector,

@@ -61,6 +61,7 @@ impl Default for RescueOptions {
 /// One kind of repair applied to the input. Serialized as a snake_case string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Repair {
     /// A byte-order mark was removed.
     StrippedBom,

@@ -60,8 +60,14 @@ pub use messages::{message_events, parse_messages};
 
 use serde_json::Value;
 
-/// A transcript format.
+/// A transcript format: `auto` (detected from the content), `events`,
+/// `openai` or `anthropic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(rename_all = "lowercase")
+)]
 pub enum TranscriptFormat {
     /// Detect from the content ([`detect_format`]).
     #[default]
@@ -75,6 +81,14 @@ pub enum TranscriptFormat {
 }
 
 impl TranscriptFormat {
+    /// Every format, `auto` first.
+    pub const ALL: [TranscriptFormat; 4] = [
+        TranscriptFormat::Auto,
+        TranscriptFormat::Events,
+        TranscriptFormat::OpenAi,
+        TranscriptFormat::Anthropic,
+    ];
+
     /// `auto`, `events`, `openai` or `anthropic` (the command line's and
     /// the server's spelling; [`str::parse`] reads it back).
     pub fn as_str(self) -> &'static str {
