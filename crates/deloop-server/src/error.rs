@@ -17,13 +17,22 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// The body of every error answer: an RFC 9457 problem
+/// (`application/problem+json`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Problem<'a> {
+    /// Always `about:blank`: the status says what kind of problem it is.
     #[serde(rename = "type")]
-    kind: &'static str,
-    title: &'a str,
-    status: u16,
-    detail: &'a str,
+    #[schema(example = "about:blank")]
+    pub kind: &'static str,
+    /// The status's reason phrase (`Bad Request`, …).
+    pub title: &'a str,
+    /// The HTTP status.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What went wrong, for a person and a program to read: names the
+    /// field, the limit or the key setting.
+    pub detail: &'a str,
 }
 
 impl ApiError {

@@ -14,8 +14,9 @@ use crate::auth::{bearer, Access};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Paths that answer without a key (probes).
-fn is_open_path(path: &str) -> bool {
+/// Paths that answer without a key and outside the concurrency limit and
+/// deadline (the probes). The OpenAPI document follows the same rule.
+pub fn is_open_path(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz")
 }
 

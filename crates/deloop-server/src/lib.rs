@@ -26,6 +26,7 @@ pub mod error;
 pub mod layers;
 pub mod mcp;
 pub mod metrics;
+pub mod openapi;
 pub mod oracle;
 pub mod routes;
 pub mod sessions;
@@ -37,11 +38,13 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, Method};
-use axum::routing::{delete, get, post};
-use axum::{middleware, Router};
+use axum::{middleware, Extension, Router};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// The `[server]` table, defined with the rest of `deloop.toml`.
 pub use deloop_config::server as settings;
@@ -52,41 +55,51 @@ pub use state::AppState;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The router with every route and layer.
+/// The router with every route and layer, and its OpenAPI document
+/// (served at `/openapi.json`).
+///
+/// Every route is added with `routes!` on an [`OpenApiRouter`], which
+/// takes the path and method from the handler's `#[utoipa::path]`: a route
+/// is served only if it is documented, and the document lists only what is
+/// served.
 pub fn router(state: AppState) -> Router {
+    router_and_document(state).0
+}
+
+/// [`router`] and the OpenAPI document of exactly its routes.
+pub fn router_and_document(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
     let mut mcp_server = mcp::McpServer::new(state.clone());
-    let mut api = Router::new();
+    let mut api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi());
     if state.serves_oracle() {
         mcp_server =
             mcp_server.with_ask(std::sync::Arc::new(oracle::OracleTools::new(state.clone())));
         api = api
-            .route("/api/oracle", post(routes::oracle::oracle))
-            .route("/api/help", post(routes::oracle::help))
-            .route("/api/tutor", post(routes::oracle::tutor));
+            .routes(routes!(routes::oracle::oracle))
+            .routes(routes!(routes::oracle::help))
+            .routes(routes!(routes::oracle::tutor));
     }
     let api = api
-        .route("/v1/clamp", post(routes::guards::clamp_text))
-        .route("/v1/rescue", post(routes::guards::rescue))
-        .route("/v1/repair", post(routes::guards::repair))
-        .route("/v1/check", post(routes::guards::check))
-        .route("/v1/sessions/{session}/calls", post(routes::sessions::call))
-        .route(
-            "/v1/sessions/{session}/results",
-            post(routes::sessions::result),
-        )
-        .route(
-            "/v1/sessions/{session}/compaction",
-            post(routes::sessions::compaction),
-        )
-        .route("/v1/sessions/{session}", delete(routes::sessions::forget))
+        .routes(routes!(routes::guards::clamp_text))
+        .routes(routes!(routes::guards::rescue))
+        .routes(routes!(routes::guards::repair))
+        .routes(routes!(routes::guards::check))
+        .routes(routes!(routes::sessions::call))
+        .routes(routes!(routes::sessions::result))
+        .routes(routes!(routes::sessions::compaction))
+        .routes(routes!(routes::sessions::forget))
         .merge(
-            Router::new()
-                .route_service("/mcp", mcp::http_service(mcp_server))
+            OpenApiRouter::new()
+                .routes(mcp::routes(mcp_server))
                 .layer(middleware::from_fn(mcp::problem_answers)),
         )
-        .route("/metrics", get(routes::ops::metrics))
-        .route("/healthz", get(routes::ops::healthz))
-        .route("/readyz", get(routes::ops::readyz))
+        .routes(routes!(routes::ops::metrics))
+        .routes(routes!(routes::ops::healthz))
+        .routes(routes!(routes::ops::readyz))
+        .routes(routes!(routes::ops::openapi));
+    let (api, doc) = api.split_for_parts();
+    let doc = openapi::finish(doc);
+    let api = api
+        .layer(Extension(routes::ops::OpenApiJson(openapi::to_json(&doc))))
         .route_layer(middleware::from_fn_with_state(state.clone(), layers::track));
     let settings = state.settings();
     let cors = cors_layer(&settings.cors_origins);
@@ -102,7 +115,7 @@ pub fn router(state: AppState) -> Router {
     if let Some(cors) = cors {
         app = app.layer(cors);
     }
-    app.layer(
+    let app = app.layer(
         TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
             let id = req
                 .headers()
@@ -113,7 +126,8 @@ pub fn router(state: AppState) -> Router {
         }),
     )
     .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
+    (app, doc)
 }
 
 fn cors_layer(origins: &[String]) -> Option<CorsLayer> {

@@ -100,7 +100,7 @@ impl AskMode {
 }
 
 /// Answer language asked of the `ask` tool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AskLang {
     /// Detect it from the question (the default).
@@ -124,7 +124,7 @@ impl AskLang {
 }
 
 /// How `ask` and `search` retrieve passages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AskRetrieval {
     /// BM25 and vectors fused by reciprocal rank fusion (the default).
@@ -148,7 +148,7 @@ impl AskRetrieval {
 }
 
 /// Who said an earlier turn of a tutor dialogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TurnRole {
     /// The person asking.
@@ -158,7 +158,7 @@ pub enum TurnRole {
 }
 
 /// One earlier turn of the dialogue (`history` of `ask`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
     /// `user` or `assistant`.
@@ -617,6 +617,31 @@ pub async fn serve_stdio(state: AppState) -> std::io::Result<()> {
 /// by the tools' `session_id` argument. The body limit is the server's
 /// `server.max_body_bytes`; `Host` must be one of `server.mcp_allowed_hosts`
 /// (DNS-rebinding protection), unless that list holds `*`.
+#[utoipa::path(
+    post,
+    path = "/mcp",
+    operation_id = "mcp",
+    tag = "mcp",
+    summary = "MCP over streamable HTTP",
+    description = "The Model Context Protocol server (streamable HTTP transport, stateless): one \
+JSON-RPC 2.0 message per POST, answered as `application/json`. Send `Accept: application/json, \
+text/event-stream` and `Content-Type: application/json`. Tools: `clamp_text`, `rescue_json`, \
+`repair_json`, `check_tool_call`, `record_tool_result`, `forget_session`, `check_transcript`, and \
+`ask` and `search` when the server has a documentation oracle; `tools/list` returns their input \
+schemas. Both protocol generations work (`server/discover`, and `initialize` for 2025-11-25 and \
+before). No MCP session is kept (no `Mcp-Session-Id`; `GET /mcp` answers 405). Only the `Host` \
+names in `server.mcp_allowed_hosts` are accepted (403 otherwise).",
+    request_body(content = JsonRpcMessage, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC response.", body = JsonRpcMessage, content_type = "application/json"),
+        (status = 202, description = "A notification or response was accepted; no body."),
+        (status = 400, response = crate::openapi::BadRequest),
+        (status = 403, response = crate::openapi::Forbidden),
+        (status = 406, description = "The request's `Accept` does not take `application/json` and `text/event-stream`.", body = crate::error::Problem, content_type = "application/problem+json"),
+        (status = 413, response = crate::openapi::PayloadTooLarge),
+        (status = 415, response = crate::openapi::UnsupportedMediaType),
+    ),
+)]
 pub fn http_service(server: McpServer) -> StreamableHttpService<McpServer, NeverSessionManager> {
     let settings = server.state.settings();
     let mut config = StreamableHttpServerConfig::default()
@@ -635,6 +660,67 @@ pub fn http_service(server: McpServer) -> StreamableHttpService<McpServer, Never
         config,
     )
 }
+
+/// `/mcp` for [`crate::router`]: [`http_service`] on every method (the
+/// transport answers the methods it does not serve), at the path and with
+/// the documentation of its `#[utoipa::path]`.
+pub fn routes(server: McpServer) -> utoipa_axum::router::UtoipaMethodRouter<AppState> {
+    use utoipa::Path;
+    let mut paths = utoipa::openapi::path::Paths::new();
+    let mut operation = __path_http_service::operation();
+    // `routes!` adds an annotation's tags the same way.
+    operation.tags = Some(vec!["mcp".to_string()]);
+    paths.add_path_operation(
+        __path_http_service::path(),
+        __path_http_service::methods(),
+        operation,
+    );
+    let mut schemas = Vec::new();
+    <JsonRpcMessage as utoipa::ToSchema>::schemas(&mut schemas);
+    schemas.push((
+        <JsonRpcMessage as utoipa::ToSchema>::name().into_owned(),
+        <JsonRpcMessage as utoipa::PartialSchema>::schema(),
+    ));
+    (
+        schemas,
+        paths,
+        axum::routing::any_service(http_service(server)),
+    )
+}
+
+/// The body of `POST /mcp` and of its answer, for the OpenAPI document:
+/// one JSON-RPC 2.0 message (the MCP SDK reads and writes them).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonRpcMessage;
+
+impl utoipa::PartialSchema for JsonRpcMessage {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let any =
+            || ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue);
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some(
+                "One JSON-RPC 2.0 message of the Model Context Protocol: a request (`method`, \
+                 `params`, `id`), a notification (no `id`) or a response (`result` or `error`).",
+            ))
+            .property(
+                "jsonrpc",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(["2.0"])),
+            )
+            .required("jsonrpc")
+            .property("id", any())
+            .property("method", ObjectBuilder::new().schema_type(Type::String))
+            .property("params", any())
+            .property("result", any())
+            .property("error", any())
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for JsonRpcMessage {}
 
 /// Re-answers the MCP transport's plain-text 4xx answers as the API's
 /// `application/problem+json` (RFC 9457), and a body that is not JSON-RPC

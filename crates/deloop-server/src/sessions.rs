@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::metrics::Metrics;
 
 /// A call to judge before the tool runs.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallInput {
     /// The tool's name.
@@ -40,7 +40,7 @@ pub struct CallInput {
 }
 
 /// A tool's result (or error), attached to its call.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResultInput {
     /// The call id; without it, `tool` and `args` name the call (the oldest
@@ -67,7 +67,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 }
 
 /// Where a compaction happened.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeInput {
     /// The agent (absent means `main`).
@@ -77,21 +77,25 @@ pub struct ScopeInput {
 }
 
 /// The verdict on one call, as the session API answers it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VerdictOut {
     /// 0-based index of the call in its session.
     pub index: usize,
     /// The call id (the one deloop assigned when the call had none).
     pub id: String,
     /// `ok`, `warning` or `critical` (critical: do not run the call).
+    #[schema(value_type = deloop_core::loops::Level)]
     pub level: String,
     /// The detector that fired, or null.
+    #[schema(value_type = Option<deloop_core::loops::Detector>, required)]
     pub detector: Option<String>,
     /// The detector's count, or null.
+    #[schema(required)]
     pub count: Option<u32>,
     /// A message for the model or the operator (empty when ok).
     pub message: String,
     /// `AGENT::<agent>::<operation>::<context>::<result-hash>` when not ok.
+    #[schema(required)]
     pub fingerprint: Option<String>,
     /// The run should end now.
     pub terminate_run: bool,
@@ -113,13 +117,15 @@ impl VerdictOut {
 }
 
 /// What recording a result answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResultOut {
     /// The index of the call the result attached to (null when it was
     /// ignored: a late result of a call already settled as it stood).
+    #[schema(required)]
     pub index: Option<usize>,
     /// The call's verdict when the result replaced it (the post-compaction
     /// guard or the strict protocol ending the run), else null.
+    #[schema(required)]
     pub verdict: Option<VerdictOut>,
 }
 

@@ -13,10 +13,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiJson, ApiQuery};
+use crate::openapi::{BadRequest, CheckLine, PayloadTooLarge, Unprocessable, UnsupportedMediaType};
 use crate::state::AppState;
 
 /// `POST /v1/clamp` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClampRequest {
     /// The text to guard.
@@ -36,6 +37,47 @@ pub struct ClampRequestConfig {
     /// `[words]`, `[substring]`, `[healthy]` as in `deloop clamp --config`.
     #[serde(flatten)]
     pub tables: serde_json::Map<String, Value>,
+}
+
+impl utoipa::PartialSchema for ClampRequestConfig {
+    /// The `[words]`, `[substring]`, `[near]` and `[healthy]` tables of
+    /// [`ClampConfig`] (its own schema, unknown keys refused) plus
+    /// `seed_compat`.
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+        use utoipa::openapi::RefOr;
+        let mut object = match <ClampConfig as utoipa::PartialSchema>::schema() {
+            RefOr::T(Schema::Object(o)) => o,
+            _ => ObjectBuilder::new().schema_type(Type::Object).build(),
+        };
+        object.properties.insert(
+            "seed_compat".to_string(),
+            ObjectBuilder::new()
+                .schema_type(Type::Boolean)
+                .description(Some(
+                    "The seed's exact rules (like `deloop clamp --seed-compat`); not with the tables.",
+                ))
+                .into(),
+        );
+        object.description = Some(
+            "Guard settings: the `[words]`, `[substring]`, `[near]` and `[healthy]` tables of \
+             `deloop clamp --config` (keys in docs/repetition.md; missing keys take the \
+             defaults), or `seed_compat: true`."
+                .to_string(),
+        );
+        RefOr::T(Schema::Object(object))
+    }
+}
+
+impl utoipa::ToSchema for ClampRequestConfig {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        <ClampConfig as utoipa::ToSchema>::schemas(schemas);
+    }
 }
 
 fn clamp_config(state: &AppState, c: Option<ClampRequestConfig>) -> Result<ClampConfig, ApiError> {
@@ -58,6 +100,22 @@ fn clamp_config(state: &AppState, c: Option<ClampRequestConfig>) -> Result<Clamp
 }
 
 /// `POST /v1/clamp`: cuts periodic loops out of `text`.
+#[utoipa::path(
+    post,
+    path = "/v1/clamp",
+    operation_id = "clamp",
+    tag = "guards",
+    summary = "Cut repetition loops out of a text",
+    description = "Guards `text` with the repetition clamps and answers the same JSON value as \
+`deloop clamp --json`. `config` overrides the server's guard settings for this request.",
+    request_body = ClampRequest,
+    responses(
+        (status = 200, description = "The guarded text and what was cut (`deloop clamp --json`).", body = deloop_render::clamp::ClampJson),
+        (status = 400, response = BadRequest),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+    ),
+)]
 pub async fn clamp_text(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ClampRequest>,
@@ -82,7 +140,7 @@ pub async fn clamp_value(state: &AppState, req: ClampRequest) -> Result<Value, A
 }
 
 /// `POST /v1/rescue` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RescueRequest {
     /// The model's reply.
@@ -93,6 +151,23 @@ pub struct RescueRequest {
 
 /// `POST /v1/rescue`: the value of `key` in broken JSON model output. A
 /// rescue that finds nothing is a 200 with `"ok": false`.
+#[utoipa::path(
+    post,
+    path = "/v1/rescue",
+    operation_id = "rescue",
+    tag = "guards",
+    summary = "Rescue one key's value from broken JSON model output",
+    description = "Answers the same JSON value as `deloop rescue --json`. A rescue that finds \
+nothing is a 200 with `\"ok\": false` and `error`.",
+    request_body = RescueRequest,
+    responses(
+        (status = 200, description = "The rescued value and the repairs (`deloop rescue --json`).", body = deloop_render::rescue::RescueJson),
+        (status = 400, response = BadRequest),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Unprocessable),
+    ),
+)]
 pub async fn rescue(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RescueRequest>,
@@ -125,7 +200,7 @@ pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value,
 }
 
 /// `POST /v1/repair` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RepairRequest {
     /// The model's reply.
@@ -134,6 +209,23 @@ pub struct RepairRequest {
 
 /// `POST /v1/repair`: one valid JSON document from broken model output;
 /// 422 when the text holds no JSON at all.
+#[utoipa::path(
+    post,
+    path = "/v1/repair",
+    operation_id = "repair",
+    tag = "guards",
+    summary = "Repair broken JSON model output into one valid document",
+    description = "Answers the same JSON value as `deloop repair --json`; 422 when the text \
+holds no JSON at all.",
+    request_body = RepairRequest,
+    responses(
+        (status = 200, description = "The repaired document and the repairs (`deloop repair --json`).", body = deloop_render::rescue::RepairJson),
+        (status = 400, response = BadRequest),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Unprocessable),
+    ),
+)]
 pub async fn repair(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<RepairRequest>,
@@ -160,19 +252,66 @@ pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value,
 }
 
 /// `POST /v1/check` query.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CheckQuery {
     /// `auto` (default), `events`, `openai` or `anthropic`.
+    #[param(value_type = Option<deloop_core::loops::transcript::TranscriptFormat>)]
     pub format: Option<String>,
     /// `default`, `openclaw` or `strict` (default: the server's profile).
+    #[param(value_type = Option<deloop_core::loops::Profile>)]
     pub profile: Option<String>,
+}
+
+/// The last line of a `POST /v1/check` stream that failed after
+/// streaming began: `{"error": {"line", "message"}}`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckErrorLine {
+    /// What went wrong.
+    pub error: CheckLineError,
+}
+
+/// Where and why the transcript could not be read.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CheckLineError {
+    /// The 1-based line of the transcript, when the error has one.
+    #[schema(required)]
+    pub line: Option<usize>,
+    /// What is wrong with it.
+    pub message: String,
 }
 
 /// `POST /v1/check`: replays a whole transcript (the body) and streams
 /// back the JSON lines of `deloop check --json`, summary included. A
 /// malformed line found after streaming began ends the stream with
 /// `{"error": {"line": N, "message": "..."}}`.
+#[utoipa::path(
+    post,
+    path = "/v1/check",
+    operation_id = "check",
+    tag = "guards",
+    summary = "Check a whole transcript for tool-call loops",
+    description = "Replays the transcript (the body: JSON lines of deloop's events, or OpenAI \
+or Anthropic messages as JSON lines or one JSON document; any content type) and streams back \
+the JSON lines of `deloop check --json`: one line per call, then the summary. A malformed line \
+found after streaming began ends the stream with `{\"error\": {\"line\", \"message\"}}`. \
+The stream ends after `server.stream_idle_timeout_secs` without output.",
+    params(CheckQuery),
+    request_body(
+        description = "The transcript.",
+        content(
+            (String = "application/x-ndjson"),
+            (serde_json::Value = "application/json"),
+            (String = "text/plain"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "JSON lines (`deloop check --json`), streamed.", content_type = "application/x-ndjson", body = CheckLine),
+        (status = 400, response = BadRequest),
+        (status = 413, response = PayloadTooLarge),
+    ),
+)]
 pub async fn check(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<CheckQuery>,
@@ -225,9 +364,9 @@ pub async fn check(
                 CheckError::Input { line, message } => (line, message),
                 other => (None, other.to_string()),
             };
-            let mut l = serde_json::to_vec(&serde_json::json!({
-                "error": {"line": line, "message": message}
-            }))
+            let mut l = serde_json::to_vec(&CheckErrorLine {
+                error: CheckLineError { line, message },
+            })
             .unwrap_or_default();
             l.push(b'\n');
             let _ = tx.blocking_send(Ok(Bytes::from(l)));

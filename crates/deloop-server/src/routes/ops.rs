@@ -1,13 +1,23 @@
-//! Operations: liveness, readiness and metrics.
+//! Operations: liveness, readiness, metrics and the OpenAPI document.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
+use axum::Extension;
 
 use crate::error::ApiError;
+use crate::openapi::Unavailable;
 use crate::state::AppState;
 
 /// `GET /healthz`: the process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    summary = "Liveness: the process answers",
+    description = "Always 200 while the process runs. Never needs a key.",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain")),
+)]
 pub async fn healthz() -> impl IntoResponse {
     (
         StatusCode::OK,
@@ -17,6 +27,18 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// `GET /readyz`: 200 once the index is open, 503 before.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    summary = "Readiness: the index is open",
+    description = "200 once the documentation index is open, 503 with `Retry-After` before. \
+Never needs a key.",
+    responses(
+        (status = 200, description = "`ready`", body = String, content_type = "text/plain"),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if state.is_ready() {
         Ok((
@@ -30,6 +52,15 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
 }
 
 /// `GET /metrics`: Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Requests and latency per route, loops cut and characters saved, tool-call \
+verdicts by level and detector, sessions evicted and expired, load shed (OpenMetrics text).",
+    responses((status = 200, description = "The metrics.", body = String, content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")),
+)]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(
@@ -38,4 +69,23 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         )],
         state.metrics().render(),
     )
+}
+
+/// The OpenAPI document of a router, serialised once when the router is
+/// built (an extension of every request).
+#[derive(Debug, Clone)]
+pub struct OpenApiJson(pub axum::body::Bytes);
+
+/// `GET /openapi.json`: this server's OpenAPI 3.1 document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    summary = "This document",
+    description = "The OpenAPI 3.1 document of this server, generated from its code: it lists \
+exactly the routes this server serves (`/api/*` only when it has a documentation oracle).",
+    responses((status = 200, description = "The OpenAPI document.", body = Object, content_type = "application/json")),
+)]
+pub async fn openapi(Extension(doc): Extension<OpenApiJson>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], doc.0)
 }

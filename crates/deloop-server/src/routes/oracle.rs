@@ -16,19 +16,24 @@ use tokio::task::JoinHandle;
 
 use crate::error::{ApiError, ApiJson};
 use crate::mcp::{AskArgs, AskLang, AskMode, AskRetrieval, Turn};
+use crate::openapi::{
+    AskEventStream, BadRequest, OracleFailed, PayloadTooLarge, Unavailable, UnsupportedMediaType,
+};
 use crate::oracle::{api_error, oracle_of, record_cut};
 use crate::state::AppState;
 
 /// The body of `/api/oracle`, `/api/help` and `/api/tutor`. Absent
 /// options take the server's `[oracle]` defaults.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AskBody {
     /// The question (not empty).
+    #[schema(min_length = 1)]
     pub question: String,
     /// `es`, `en` or `auto` (detect from the question).
     pub lang: Option<AskLang>,
-    /// Passages to retrieve (1 to 50).
+    /// Passages to retrieve, 1 to `deloop_oracle::MAX_K` (100).
+    #[schema(minimum = 1, maximum = 100)]
     pub k: Option<usize>,
     /// Retrieve with a HyDE passage written by the LLM.
     pub hyde: Option<bool>,
@@ -60,32 +65,62 @@ impl AskBody {
     }
 }
 
-/// `POST /api/oracle`.
-pub async fn oracle(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<AskBody>,
-) -> Result<Response, ApiError> {
-    ask(state, AskMode::Oracle, &headers, body).await
+/// What `/api/oracle`, `/api/help` and `/api/tutor` answer.
+const ASK_DESCRIPTION: &str = "Asks the documentation oracle in the mode the path names \
+(`oracle`: rich markdown with citations; `help`: short and plain; `tutor`: step by step, ending \
+with open questions), as `deloop ask --mode MODE --json` does. Absent options take the server's \
+`[oracle]` settings; unknown fields are a 400 that names them.\n\n\
+JSON by default: the object `deloop ask --json` prints. Server-sent events when the request \
+sends `Accept: text/event-stream` or `\"stream\": true` (events `meta`, `sources`, `delta`, \
+`cut`, `done`, `error`). Upstream LLM faults are never errors: the answer is a 200 whose report \
+has `degraded: true` and `llm_error` set. Until the index has opened the route answers 503 with \
+`Retry-After`.";
+
+/// One `/api/{mode}` handler and its documentation.
+macro_rules! ask_route {
+    ($(#[$doc:meta])* $name:ident, $path:literal, $mode:expr, $summary:literal) => {
+        $(#[$doc])*
+        #[utoipa::path(
+            post,
+            path = $path,
+            tag = "oracle",
+            summary = $summary,
+            description = ASK_DESCRIPTION,
+            request_body = AskBody,
+            responses(
+                (status = 200, description = "The answer report (`deloop ask --json`), or its events.", content(
+                    (deloop_oracle::AskReport = "application/json"),
+                    (AskEventStream = "text/event-stream"),
+                )),
+                (status = 400, response = BadRequest),
+                (status = 413, response = PayloadTooLarge),
+                (status = 415, response = UnsupportedMediaType),
+                (status = 500, response = OracleFailed),
+                (status = 503, response = Unavailable),
+            ),
+        )]
+        pub async fn $name(
+            State(state): State<AppState>,
+            headers: HeaderMap,
+            ApiJson(body): ApiJson<AskBody>,
+        ) -> Result<Response, ApiError> {
+            ask(state, $mode, &headers, body).await
+        }
+    };
 }
 
-/// `POST /api/help`.
-pub async fn help(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<AskBody>,
-) -> Result<Response, ApiError> {
-    ask(state, AskMode::Help, &headers, body).await
-}
-
-/// `POST /api/tutor`.
-pub async fn tutor(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<AskBody>,
-) -> Result<Response, ApiError> {
-    ask(state, AskMode::Tutor, &headers, body).await
-}
+ask_route!(
+    /// `POST /api/oracle`.
+    oracle, "/api/oracle", AskMode::Oracle, "Ask the documentation oracle (rich markdown with citations)"
+);
+ask_route!(
+    /// `POST /api/help`.
+    help, "/api/help", AskMode::Help, "Ask for help (short, plain answers)"
+);
+ask_route!(
+    /// `POST /api/tutor`.
+    tutor, "/api/tutor", AskMode::Tutor, "Ask the tutor (step by step, with `history` for the dialogue)"
+);
 
 fn wants_events(headers: &HeaderMap, body: &AskBody) -> bool {
     body.stream == Some(true)

@@ -6,6 +6,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::{ApiError, ApiJson};
+use crate::openapi::{
+    BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable, UnsupportedMediaType,
+};
 use crate::sessions::{CallInput, ResultInput, ResultOut, ScopeInput, SessionError, VerdictOut};
 use crate::state::AppState;
 
@@ -31,6 +34,26 @@ impl From<SessionError> for ApiError {
 }
 
 /// `POST /v1/sessions/{session}/calls`: judges a call before it runs.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}/calls",
+    operation_id = "session_call",
+    tag = "sessions",
+    summary = "Judge a tool call before it runs",
+    description = "Records the call in the session (created on first use) and answers its \
+verdict, exactly as `deloop check` judges the same call in a transcript. `critical`: do not run \
+the call; `terminate_run`: end the run now.",
+    params(("session" = String, Path, description = "The session: one agent conversation (1 to 256 bytes).", min_length = 1, max_length = 256)),
+    request_body = CallInput,
+    responses(
+        (status = 200, description = "The verdict.", body = VerdictOut),
+        (status = 400, response = BadRequest),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn call(
     State(state): State<AppState>,
     Path(session): Path<String>,
@@ -44,6 +67,26 @@ pub async fn call(
 }
 
 /// `POST /v1/sessions/{session}/results`: attaches a result to its call.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}/results",
+    operation_id = "session_result",
+    tag = "sessions",
+    summary = "Record a tool call's result",
+    description = "Attaches `result` (or `error`; exactly one of them) to its call: by `id`, or \
+without one by `tool` and `args` (the oldest call with those arguments still waiting). \
+`verdict` is set when the result replaced the call's verdict.",
+    params(("session" = String, Path, description = "The session (1 to 256 bytes).", min_length = 1, max_length = 256)),
+    request_body = ResultInput,
+    responses(
+        (status = 200, description = "Where the result attached.", body = ResultOut),
+        (status = 400, response = BadRequest),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn result(
     State(state): State<AppState>,
     Path(session): Path<String>,
@@ -68,11 +111,40 @@ pub async fn result(
 }
 
 /// `POST /v1/sessions/{session}/compaction`: records a context compaction.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session}/compaction",
+    operation_id = "session_compaction",
+    tag = "sessions",
+    summary = "Record a context compaction",
+    description = "Arms the post-compaction guard for the agent and run. The body is optional \
+(none: the main agent, no run).",
+    params(("session" = String, Path, description = "The session (1 to 256 bytes).", min_length = 1, max_length = 256)),
+    request_body(content = Option<ScopeInput>, content_type = "application/json", description = "Where the compaction happened; optional."),
+    responses(
+        (status = 204, description = "Recorded."),
+        (status = 400, response = BadRequest),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn compaction(
     State(state): State<AppState>,
     Path(session): Path<String>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
+    // Over `max_body_bytes` is a problem+json 413 like every other body.
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is larger than the server's limit (server.max_body_bytes)",
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {}", r.body_text()))
+        }
+    })?;
     check_name(&session)?;
     // The body is optional: no body means the main agent, no run.
     let scope: ScopeInput = if body.iter().all(u8::is_ascii_whitespace) {
@@ -86,6 +158,20 @@ pub async fn compaction(
 }
 
 /// `DELETE /v1/sessions/{session}`: forgets the session.
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{session}",
+    operation_id = "session_forget",
+    tag = "sessions",
+    summary = "Forget a session",
+    params(("session" = String, Path, description = "The session (1 to 256 bytes).", min_length = 1, max_length = 256)),
+    responses(
+        (status = 204, description = "Forgotten."),
+        (status = 400, response = BadRequest),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn forget(
     State(state): State<AppState>,
     Path(session): Path<String>,
