@@ -756,6 +756,43 @@ async fn sse_events_validate_against_their_documented_schemas() {
         seen.push(event);
     }
     assert_eq!(seen, ["meta", "sources", "delta", "done"]);
+    // An extractive ask has no `cut` and no `error`: their payloads, as the
+    // oracle's types serialise them, validate too.
+    let others = [
+        (
+            "cut",
+            serde_json::to_value(deloop_oracle::CutEvent {
+                detector: "word_period".into(),
+                start: 120,
+                saved_chars: 4000,
+            })
+            .unwrap(),
+        ),
+        (
+            "error",
+            serde_json::to_value(deloop_oracle::ErrorEvent {
+                kind: "timeout".into(),
+                message: "no event for 30 s".into(),
+            })
+            .unwrap(),
+        ),
+    ];
+    for (event, data) in others {
+        let pointer = events[event]["$ref"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches('#');
+        assert_valid(&validator(&doc, pointer), &data, &format!("event {event}"));
+        let mut wrong = data.clone();
+        wrong
+            .as_object_mut()
+            .unwrap()
+            .remove(if event == "cut" { "start" } else { "kind" });
+        assert!(
+            !validator(&doc, pointer).is_valid(&wrong),
+            "event {event} without a required field validates"
+        );
+    }
     // `done` is the JSON answer's schema.
     assert_eq!(
         events["done"],
