@@ -71,3 +71,24 @@ pub fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().build().unwrap()
 }
+
+/// A temporary index over a few small markdown documents, for the oracle.
+pub struct Library {
+    _dir: tempfile::TempDir,
+    pub db: std::path::PathBuf,
+}
+
+/// Indexes `docs` (file name, text) into a fresh temporary database,
+/// lexically (no embedder).
+pub fn library(docs: &[(&str, &str)]) -> Library {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("docs");
+    std::fs::create_dir_all(&folder).unwrap();
+    for (name, text) in docs {
+        std::fs::write(folder.join(name), text).unwrap();
+    }
+    let db = dir.path().join("index.db");
+    let mut index = deloop_index::Index::open(&db).unwrap();
+    index.index_paths(&[folder], None, &mut |_| {}).unwrap();
+    Library { _dir: dir, db }
+}

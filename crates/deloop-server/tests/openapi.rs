@@ -7,9 +7,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
-use common::{client, start, state_with, TestServer};
+use common::{client, start, state_with, Library, TestServer};
 use deloop_config::Config;
 use deloop_core::loops::Profile;
 use deloop_oracle::Oracle;
@@ -20,21 +19,8 @@ use serde_json::{json, Value};
 const DOCS_MD: &str = "# Loops\n\nWhen a stream loops, the watcher cuts it and the request is \
 cancelled.\n\n## Rescue\n\nThe JSON rescue recovers the answer from broken model output.\n";
 
-/// A temp index over one small document, for the oracle.
-struct Library {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-}
-
 fn library() -> Library {
-    let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(docs.join("loops.md"), DOCS_MD).unwrap();
-    let db = dir.path().join("index.db");
-    let mut index = deloop_index::Index::open(&db).unwrap();
-    index.index_paths(&[docs], None, &mut |_| {}).unwrap();
-    Library { _dir: dir, db }
+    common::library(&[("loops.md", DOCS_MD)])
 }
 
 /// A server with the oracle (extractive: no LLM configured).

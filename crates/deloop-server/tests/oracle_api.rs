@@ -7,11 +7,10 @@ mod common;
 #[path = "../../deloop-llm/tests/common/mod.rs"]
 mod llm;
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{client, start, state_with, TestServer};
+use common::{client, start, state_with, Library, TestServer};
 use deloop_config::Config;
 use deloop_core::loops::Profile;
 use deloop_oracle::Oracle;
@@ -28,21 +27,8 @@ const RESCUE_MD: &str =
     "# Rescue\n\nThe JSON rescue recovers the answer from broken model output.\n";
 const QUESTION: &str = "How do I stop a looping stream?";
 
-struct Library {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-}
-
 fn library() -> Library {
-    let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(docs.join("loops.md"), LOOPS_MD).unwrap();
-    std::fs::write(docs.join("rescue.md"), RESCUE_MD).unwrap();
-    let db = dir.path().join("index.db");
-    let mut index = deloop_index::Index::open(&db).unwrap();
-    index.index_paths(&[docs], None, &mut |_| {}).unwrap();
-    Library { _dir: dir, db }
+    common::library(&[("loops.md", LOOPS_MD), ("rescue.md", RESCUE_MD)])
 }
 
 fn openai_config(fake: &Fake) -> Config {
