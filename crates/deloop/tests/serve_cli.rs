@@ -3,68 +3,15 @@
 //! the conformance corpora (same parsed value), startup failures and their
 //! exit codes, graceful shutdown on SIGTERM.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-struct Server {
-    child: Child,
-    url: String,
-    /// The server's working folder (its default index lives there).
-    _dir: tempfile::TempDir,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
-    cmd.arg("serve")
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .current_dir(dir.path())
-        .env_remove("DELOOP_CONFIG")
-        .env_remove("DELOOP_API_KEYS")
-        .env_remove("DELOOP_DB")
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DELOOP_LLM_PROVIDER")
-        // The default index is built from the embedded docs without
-        // vectors: fast, and enough for lexical answers.
-        .env("DELOOP_EMBEDDER", "none")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn deloop serve");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("deloop serve exited before listening")
-            .unwrap();
-        if let Some(u) = line.strip_prefix("deloop: listening on ") {
-            break u.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        url,
-        _dir: dir,
-    }
-}
+use common::start;
 
 fn cli(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))

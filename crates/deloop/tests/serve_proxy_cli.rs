@@ -5,64 +5,20 @@
 //! (stripped before forwarding) and leave `Authorization` to the upstream;
 //! the tool-loop check runs there and is counted in the shared metrics.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Server;
 
 fn start(env: &[(&str, &str)]) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deloop"));
-    cmd.args(["serve", "--listen", "127.0.0.1:0"])
-        .current_dir(dir.path())
-        .env_remove("DELOOP_CONFIG")
-        .env_remove("DELOOP_API_KEYS")
-        .env_remove("DELOOP_DB")
-        .env_remove("DELOOP_PROXY_UPSTREAM")
-        .env_remove("DELOOP_PROXY_TOOL_LOOPS")
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("DELOOP_LLM_PROVIDER")
-        .env("DELOOP_EMBEDDER", "none")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn deloop serve");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("deloop serve exited before listening")
-            .unwrap();
-        if let Some(u) = line.strip_prefix("deloop: listening on ") {
-            break u.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        url,
-        _dir: dir,
-    }
+    common::start(&[], env)
 }
 
 /// What the upstream received: (request head, body).
