@@ -127,9 +127,7 @@ pub async fn clamp_text(
 pub async fn clamp_value(state: &AppState, req: ClampRequest) -> Result<Value, ApiError> {
     let config = clamp_config(state, req.config)?;
     let text = req.text;
-    let out = tokio::task::spawn_blocking(move || clamp(&text, &config))
-        .await
-        .map_err(|e| ApiError::internal(format!("clamp task failed: {e}")))?;
+    let out = off_runtime("clamp", move || clamp(&text, &config)).await?;
     if let Some(r) = out.report() {
         let saved = r.removed_bytes as u64;
         state
@@ -137,6 +135,17 @@ pub async fn clamp_value(state: &AppState, req: ClampRequest) -> Result<Value, A
             .loop_cut("clamp", &format!("{:?}", r.detector), saved);
     }
     Ok(deloop_render::clamp::json_value(&out))
+}
+
+/// Runs a guard's CPU-bound work on the blocking pool, so a large input does
+/// not stall the async workers; a panicked task becomes a 500 naming `what`.
+async fn off_runtime<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::internal(format!("{what} task failed: {e}")))
 }
 
 /// `POST /v1/rescue` body.
@@ -181,9 +190,7 @@ pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value,
         max_input_bytes: state.settings().max_body_bytes,
         ..RescueOptions::default()
     };
-    let out = tokio::task::spawn_blocking(move || rescue_with(&req.text, &req.key, &opts))
-        .await
-        .map_err(|e| ApiError::internal(format!("rescue task failed: {e}")))?;
+    let out = off_runtime("rescue", move || rescue_with(&req.text, &req.key, &opts)).await?;
     match out {
         Ok(r) => Ok(deloop_render::rescue::report_value(
             Some(&r.value),
@@ -239,9 +246,7 @@ pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value,
         max_input_bytes: state.settings().max_body_bytes,
         ..RescueOptions::default()
     };
-    let out = tokio::task::spawn_blocking(move || repair_with(&req.text, &opts))
-        .await
-        .map_err(|e| ApiError::internal(format!("repair task failed: {e}")))?;
+    let out = off_runtime("repair", move || repair_with(&req.text, &opts)).await?;
     match out {
         Ok(r) => Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs)),
         Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
