@@ -168,13 +168,15 @@ impl<'a> Parser<'a> {
     /// the position after it, and whether the input ended inside it.
     fn parse_string(
         &mut self,
+        mut out: String,
         pos: usize,
         role: Role,
         kinds: &[Kind],
         unquoted_keys: bool,
     ) -> (String, usize) {
+        out.clear();
         let Some((quote, qlen)) = opening_quote(self.b, pos) else {
-            return (String::new(), pos + 1);
+            return (out, pos + 1);
         };
         let q = match quote {
             Quote::Double => b'"',
@@ -188,7 +190,6 @@ impl<'a> Parser<'a> {
             }
         };
         let b = self.b;
-        let mut out = String::new();
         let mut i = pos + 1;
         let mut last_rejected: Option<(usize, usize)> = None;
         // Objects written into the text (`send {"user": "ana"} to…`).
@@ -595,7 +596,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A string value opened at `pos`, with `"a" + "b"` concatenation.
-    fn string_value(&mut self, tree: &Tree, pos: usize, role: Role) -> (Value, usize) {
+    fn string_value(&mut self, tree: &mut Tree, pos: usize, role: Role) -> (Value, usize) {
+        let buf = tree.spare_string();
         let unq = tree.unquoted_keys();
         let kinds = tree.kinds();
         if role == Role::ObjVal
@@ -610,14 +612,14 @@ impl<'a> Parser<'a> {
                 unquoted_keys: unq,
             });
         }
-        let (mut text, mut p) = self.parse_string(pos, role, kinds, unq);
+        let (mut text, mut p) = self.parse_string(buf, pos, role, kinds, unq);
         loop {
             let (m, _) = self.rule.peek_ws(p);
             if m < self.end && self.b[m] == b'+' {
                 let n = self.skip_ws(m + 1, false);
                 if n < self.end && opening_quote(self.b, n).is_some() {
                     self.rep.note(Repair::ConcatenatedStrings);
-                    let (more, p2) = self.parse_string(n, role, kinds, unq);
+                    let (more, p2) = self.parse_string(String::new(), n, role, kinds, unq);
                     text.push_str(&more);
                     p = p2;
                     continue;
@@ -678,7 +680,8 @@ impl<'a> Parser<'a> {
                 w.pos += 3;
             }
             _ if opening_quote(self.b, pos).is_some() => {
-                let (mut key, p) = self.parse_string(pos, Role::Key, tree.kinds(), false);
+                let buf = tree.spare_string();
+                let (mut key, p) = self.parse_string(buf, pos, Role::Key, tree.kinds(), false);
                 w.pos = p;
                 let nl = |c: char| c == '\n' || c == '\r';
                 if key.starts_with(nl) || key.ends_with(nl) {

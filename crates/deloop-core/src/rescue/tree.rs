@@ -45,6 +45,13 @@ impl Keys {
         }
     }
 
+    /// Empties the keys, handing them out.
+    fn drain(&mut self) -> impl Iterator<Item = String> + '_ {
+        self.few
+            .drain(..)
+            .chain(self.many.take().into_iter().flatten())
+    }
+
     fn insert(&mut self, k: String) {
         if let Some(set) = &mut self.many {
             set.insert(k);
@@ -62,7 +69,7 @@ impl Keys {
 /// `Display` writes the value the tree would have built.
 #[derive(Debug, Default)]
 struct Text {
-    out: Vec<u8>,
+    out: String,
     /// A duplicate key was met: text cannot replace the earlier value in
     /// place, so the caller builds the value instead.
     failed: bool,
@@ -95,6 +102,10 @@ pub(crate) struct Tree {
     find: FindState,
     /// Text mode (see [`Tree::text_mode`]).
     text: Option<Text>,
+    /// Text mode: strings already written (values, and the keys of closed
+    /// objects), kept for the next strings the parser reads, so a long
+    /// document does not allocate and free a string per member.
+    spare: Vec<String>,
 }
 
 impl Tree {
@@ -121,8 +132,27 @@ impl Tree {
         if t.failed {
             return None;
         }
-        String::from_utf8(std::mem::take(&mut t.out)).ok()
+        Some(std::mem::take(&mut t.out))
     }
+
+    /// An empty string to read the next string into: a spare one from text
+    /// mode when there is one.
+    pub(crate) fn spare_string(&mut self) -> String {
+        let mut s = self.spare.pop().unwrap_or_default();
+        s.clear();
+        s
+    }
+
+    /// Keeps `s` for [`Tree::spare_string`], within bounds: at most
+    /// [`Tree::SPARE_COUNT`] strings of at most [`Tree::SPARE_BYTES`] bytes.
+    fn recycle(&mut self, s: String) {
+        if self.spare.len() < Self::SPARE_COUNT && s.capacity() <= Self::SPARE_BYTES {
+            self.spare.push(s);
+        }
+    }
+
+    const SPARE_COUNT: usize = 64;
+    const SPARE_BYTES: usize = 4096;
 
     /// Text mode: writes the separator and key before a member of the
     /// innermost container.
@@ -131,7 +161,7 @@ impl Tree {
             return;
         };
         if f.count > 0 {
-            t.out.push(b',');
+            t.out.push(',');
         }
         f.count += 1;
         if f.kind == Kind::Obj {
@@ -139,8 +169,8 @@ impl Tree {
             if f.keys.contains(&k) {
                 t.failed = true;
             }
-            write_json(&mut t.out, k.as_str());
-            t.out.push(b':');
+            write_json_str(&mut t.out, &k);
+            t.out.push(':');
             f.keys.insert(k);
         }
     }
@@ -187,7 +217,7 @@ impl Tree {
         if self.text.is_some() {
             self.text_prefix();
             if let Some(t) = &mut self.text {
-                t.out.push(if kind == Kind::Obj { b'{' } else { b'[' });
+                t.out.push(if kind == Kind::Obj { '{' } else { '[' });
             }
         }
         self.stack.push(Frame {
@@ -241,14 +271,17 @@ impl Tree {
                 // already has it.
                 if !k.is_empty() && !f.keys.contains(&k) {
                     if f.count > 0 {
-                        t.out.push(b',');
+                        t.out.push(',');
                     }
-                    write_json(&mut t.out, k.as_str());
-                    t.out.extend_from_slice(b":null");
+                    write_json_str(&mut t.out, &k);
+                    t.out.push_str(":null");
                 }
             }
-            t.out.push(if f.kind == Kind::Obj { b'}' } else { b']' });
+            t.out.push(if f.kind == Kind::Obj { '}' } else { ']' });
             t.written = true;
+            for k in f.keys.drain() {
+                self.recycle(k);
+            }
             return Value::Null;
         }
         match f.kind {
@@ -295,15 +328,18 @@ impl Tree {
             let written = std::mem::take(&mut t.written);
             if self.stack.is_empty() {
                 if !written {
-                    write_json(&mut t.out, &v);
+                    write_value(&mut t.out, &v);
                 }
                 return Some(Value::Null);
             }
             if !written {
                 self.text_prefix();
                 if let Some(t) = &mut self.text {
-                    write_json(&mut t.out, &v);
+                    write_value(&mut t.out, &v);
                 }
+            }
+            if let Value::String(s) = v {
+                self.recycle(s);
             }
             return None;
         }
@@ -338,8 +374,147 @@ impl Tree {
     }
 }
 
-/// Appends `v` as compact JSON, as serde_json writes it.
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    // Writing a string or a scalar to a `Vec` cannot fail.
-    let _ = serde_json::to_writer(out, v);
+/// Appends `v` as compact JSON, exactly as serde_json writes it.
+fn write_value(out: &mut String, v: &Value) {
+    use std::fmt::Write as _;
+    match v {
+        Value::String(s) => write_json_str(out, s),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        // `Number`'s `Display` is the serializer's text (itoa, and the same
+        // shortest float form); writing to a `String` cannot fail.
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        // Containers are written as they are read; a built one still gets
+        // serde_json's text.
+        Value::Array(_) | Value::Object(_) => {
+            let _ = write!(out, "{v}");
+        }
+    }
+}
+
+/// Appends `s` as a JSON string, escaped exactly as serde_json escapes it:
+/// `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as
+/// `\u00XX` with lowercase hex digits, everything else (DEL and non-ASCII
+/// included) as is. Eight bytes are checked at a time, so a run that needs
+/// no escape is copied in one piece.
+pub(crate) fn write_json_str(out: &mut String, s: &str) {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    /// Whether any byte of `x` is zero (exact: a borrow only runs past a
+    /// zero byte).
+    fn has_zero(x: u64) -> bool {
+        x.wrapping_sub(ONES) & !x & HIGHS != 0
+    }
+    /// Whether any byte of `w` is below 0x20, a `"` or a `\`.
+    fn any_escape(w: u64) -> bool {
+        // A byte below 0x20 borrows into its own high bit (exact for
+        // presence, as with `has_zero`).
+        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS != 0;
+        control || has_zero(w ^ (ONES * u64::from(b'"'))) || has_zero(w ^ (ONES * u64::from(b'\\')))
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if let Some(block) = b.get(i..i + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+            if !any_escape(u64::from_ne_bytes(block)) {
+                i += 8;
+                continue;
+            }
+        }
+        let c = b[i];
+        let short = match c {
+            b'"' => '"',
+            b'\\' => '\\',
+            0x08 => 'b',
+            0x0C => 'f',
+            b'\n' => 'n',
+            b'\r' => 'r',
+            b'\t' => 't',
+            0..=0x1F => 'u',
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // `i` is at an ASCII byte and `start` is 0 or just after one: both
+        // are character boundaries.
+        out.push_str(s.get(start..i).unwrap_or_default());
+        out.push('\\');
+        out.push(short);
+        if short == 'u' {
+            out.push_str("00");
+            out.push(char::from(HEX[usize::from(c >> 4)]));
+            out.push(char::from(HEX[usize::from(c & 0xF)]));
+        }
+        i += 1;
+        start = i;
+    }
+    out.push_str(s.get(start..).unwrap_or_default());
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn escaped(s: &str) -> String {
+        let mut out = String::from("x");
+        write_json_str(&mut out, s);
+        out.split_off(1)
+    }
+
+    #[test]
+    fn escapes_as_serde_json_does() {
+        for s in [
+            "",
+            "plain ascii text longer than eight bytes",
+            "\"",
+            "\\",
+            "a\"b\\c\nd\re\tf\u{8}g\u{c}h\u{1}i\u{1f}j\u{7f}k",
+            "ñandú \"cita\" 😂 \u{0}",
+            "12345678\"12345678\\12345678\n",
+            "\u{1b}[0m",
+        ] {
+            assert_eq!(escaped(s), serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn writes_scalars_as_serde_json_does() {
+        for v in [
+            Value::Null,
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::from(-12),
+            Value::from(u64::MAX),
+            Value::from(1.5e300),
+            Value::from(0.1),
+            Value::from(-0.0),
+            serde_json::json!({"a": [1, "x\n"]}),
+        ] {
+            let mut out = String::new();
+            write_value(&mut out, &v);
+            assert_eq!(out, v.to_string());
+        }
+    }
+
+    proptest! {
+        /// Every byte class at every offset of the 8-byte blocks.
+        #[test]
+        fn escape_matches_serde_json(s in "[\\x00-\\x7f\"\\\\ñ😂]{0,40}") {
+            prop_assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap());
+        }
+
+        #[test]
+        fn escape_matches_serde_json_any(s in any::<String>()) {
+            prop_assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap());
+        }
+    }
 }
