@@ -36,6 +36,14 @@ pub struct NearConfig {
     pub list_items: usize,
     /// Empty list markers (`76.`, `77.`, …) fire at this many in a row (10).
     pub empty_items: usize,
+    /// A list going round a few items: this many items in a row (12, at
+    /// most 16; 0 turns the rule off) ...
+    pub list_window: usize,
+    /// ... whose bodies (counter set aside) take at most this many
+    /// different values (3) ...
+    pub list_window_values: usize,
+    /// ... each body holding at least this many tokens (3), fire.
+    pub list_window_min_tokens: usize,
     /// Segments shorter than this many tokens are not compared (8).
     pub sentence_min_tokens: usize,
     /// Token edits between near-duplicate segments: at most this many and
@@ -65,6 +73,9 @@ impl Default for NearConfig {
             enabled: true,
             list_items: 6,
             empty_items: 10,
+            list_window: 12,
+            list_window_values: 3,
+            list_window_min_tokens: 3,
             sentence_min_tokens: 8,
             sentence_max_edits: 2,
             sentence_copies: 6,
@@ -100,6 +111,13 @@ pub struct WordConfig {
     /// Long periods need `long_run_per_period * p` matching tokens (2: three
     /// copies of the unit back to back).
     pub long_run_per_period: usize,
+    /// Percent of the last of those copies that must be there (1–100,
+    /// default 100: the whole copy). 66 fires at two copies and two
+    /// thirds, so a loop of a long unit that runs to the end of a
+    /// generation and stops mid-copy (a *long tail*) is caught; it is not
+    /// the default because it also moves cuts earlier on real answers
+    /// (docs/repetition.md).
+    pub long_last_copy_percent: usize,
     /// Tokens that compare equal after dropping trailing punctuation
     /// (`de,` = `de`), see docs/repetition.md.
     pub ignore_trailing_punctuation: bool,
@@ -191,6 +209,7 @@ impl Default for WordConfig {
             run_per_period: 3,
             long_max_period: 256,
             long_run_per_period: 2,
+            long_last_copy_percent: 100,
             ignore_trailing_punctuation: true,
             connectors: DEFAULT_CONNECTORS.iter().map(|s| s.to_string()).collect(),
             marker: " […]".to_string(),
@@ -303,6 +322,13 @@ impl ClampConfig {
             1,
             usize::MAX,
             "at least one copy",
+        );
+        check(
+            "words.long_last_copy_percent",
+            w.long_last_copy_percent,
+            1,
+            100,
+            "a percent of one copy",
         );
         let s = &self.substring;
         check(

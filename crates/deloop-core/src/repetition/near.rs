@@ -84,6 +84,11 @@ const MASK_W: usize = 8;
 const TOK_RING: usize = 512;
 /// Line periods of the code-block rule.
 const LINE_W: usize = 16;
+/// List items kept: periods up to [`ITEM_W`] items and the window of
+/// the few-values rule (at most `ITEM_RING`).
+const ITEM_RING: usize = 16;
+/// Item periods of the counted-list rule.
+const ITEM_W: usize = 8;
 /// Lines kept for the code-block rule.
 const LINE_RING: usize = 128;
 /// Bytes of a segment kept for the report's preview.
@@ -238,10 +243,10 @@ pub(crate) struct Near {
     pending_bs: Option<usize>,
     /// White space since the last token character (for the preview).
     space: bool,
-    // Counted list items: the last three items (body, body length, start, end).
-    items: [(u64, usize, usize, usize); 3],
+    // Counted list items: the last items (body, body length, start, end).
+    items: [(u64, usize, usize, usize); ITEM_RING],
     nitems: usize,
-    item_runs: [Run; 3],
+    item_runs: [Run; ITEM_W],
     // Near-duplicate segments: the last two (raw keys, length, start, end).
     prev: [Seg; 2],
     nprev: usize,
@@ -298,9 +303,9 @@ impl Near {
             line_active: false,
             pending_bs: None,
             space: false,
-            items: [(0, 0, 0, 0); 3],
+            items: [(0, 0, 0, 0); ITEM_RING],
             nitems: 0,
-            item_runs: [Run::default(); 3],
+            item_runs: [Run::default(); ITEM_W],
             prev: [Seg::default(), Seg::default()],
             nprev: 0,
             sent_runs: [Run::default(); 2],
@@ -345,7 +350,7 @@ impl Near {
         self.pending_bs = None;
         self.space = false;
         self.nitems = 0;
-        self.item_runs = [Run::default(); 3];
+        self.item_runs = [Run::default(); ITEM_W];
         self.nprev = 0;
         self.sent_runs = [Run::default(); 2];
         self.ntok = 0;
@@ -528,7 +533,7 @@ impl Near {
             bound = bound.min(self.chain_chars[first % CHAIN_RING].1);
         }
         // Items, segments, tokens and lines a run may reach back to.
-        for k in 0..self.nitems.min(3) {
+        for k in 0..self.nitems.min(ITEM_RING) {
             bound = bound.min(self.items[k].2);
         }
         for r in &self.item_runs {
@@ -861,15 +866,15 @@ impl Near {
     fn list_item(&mut self, seg: &Line) {
         if !seg.marker {
             self.nitems = 0;
-            self.item_runs = [Run::default(); 3];
+            self.item_runs = [Run::default(); ITEM_W];
             return;
         }
         let k = self.nitems;
         let cur = (seg.body, seg.body_len, seg.start, seg.end);
-        for p in 1..=3 {
+        for p in 1..=ITEM_W {
             let i = p - 1;
             let same = k >= p && {
-                let o = self.items[(k - p) % 3];
+                let o = self.items[(k - p) % ITEM_RING];
                 o.0 == cur.0 && o.1 == cur.1
             };
             if !same {
@@ -879,8 +884,8 @@ impl Near {
             if self.item_runs[i].len == 0 {
                 // The loop starts at item k - p; one copy is items
                 // k-p..k-1.
-                self.item_runs[i].start = self.items[(k - p) % 3].2;
-                self.item_runs[i].keep = self.items[(k - 1) % 3].3;
+                self.item_runs[i].start = self.items[(k - p) % ITEM_RING].2;
+                self.item_runs[i].keep = self.items[(k - 1) % ITEM_RING].3;
             }
             self.item_runs[i].len += 1;
             let items = self.item_runs[i].len + p;
@@ -901,8 +906,47 @@ impl Near {
                 return;
             }
         }
-        self.items[k % 3] = cur;
+        self.items[k % ITEM_RING] = cur;
         self.nitems = k + 1;
+        self.few_values(seg);
+    }
+
+    /// A list going round a few items: the last `list_window` items (the
+    /// one just read included) hold at most `list_window_values`
+    /// different bodies of `list_window_min_tokens` tokens or more. The
+    /// loop starts at the window's first item; the cut keeps the window
+    /// up to the first item of its last new body (one of each).
+    fn few_values(&mut self, seg: &Line) {
+        let w = self.cfg.list_window.min(ITEM_RING);
+        let n = self.nitems;
+        if w == 0 || n < w {
+            return;
+        }
+        let mut seen = [(0u64, 0usize); ITEM_RING];
+        let mut nseen = 0;
+        let mut keep = 0;
+        for t in n - w..n {
+            let (body, len, _, end) = self.items[t % ITEM_RING];
+            if len < self.cfg.list_window_min_tokens.max(1) {
+                return;
+            }
+            if !seen[..nseen].contains(&(body, len)) {
+                if nseen == self.cfg.list_window_values {
+                    return;
+                }
+                seen[nseen] = (body, len);
+                nseen += 1;
+                keep = end;
+            }
+        }
+        let start = self.items[(n - w) % ITEM_RING].2;
+        self.fire(
+            Detector::NearDuplicate,
+            nseen,
+            start,
+            keep,
+            seg.preview.clone(),
+        );
     }
 
     /// Near-duplicate segments.
@@ -1042,7 +1086,10 @@ impl Near {
                 if self.chain_run >= (self.cfg.chain_copies.max(2) - 1) * d {
                     let a = k + 1 - self.chain_run;
                     let s = a - d;
-                    if !self.chain_data_at(s) {
+                    let unit: Vec<u32> = (k + 1 - d..=k)
+                        .map(|t| self.chain_chars[t % CHAIN_RING].0)
+                        .collect();
+                    if !(super::substring::data_unit(&unit) && self.chain_data_at(s)) {
                         let start = self.chain_chars[s % CHAIN_RING].1;
                         let keep = self.chain_chars[(a - 1) % CHAIN_RING].1
                             + char::from_u32(self.chain_chars[(a - 1) % CHAIN_RING].0)

@@ -48,7 +48,7 @@
 //!   whose counts allow it, at distance 1 and 2, and flags where such a
 //!   run could reach `sentence_copies` (or `3p`).
 //! * **Lists.** A list rule fires only after
-//!   `max(2, min(empty_items, max(list_items, 4)))` list items in a row
+//!   `max(2, min(empty_items, max(list_items, 4), list_window))` list items in a row
 //!   (lines whose first token is 1–4 digits then `.` or `)`).
 //! * **Long units.** A unit of `d ≥ chain_min_unit` characters repeated
 //!   `chain_copies` times needs a run of non-white-space of
@@ -163,7 +163,13 @@ impl Plan {
         Some(Plan {
             long_span,
             streak,
-            list: n.empty_items.min(n.list_items.max(4)).max(2),
+            list: {
+                let window = match n.list_window.min(16) {
+                    0 => usize::MAX,
+                    w => w,
+                };
+                n.empty_items.min(n.list_items.max(4)).min(window).max(2)
+            },
             sent_need: [n.sentence_copies.max(3), n.sentence_copies.max(6)],
             min_tokens: n.sentence_min_tokens,
             max_edits: n.sentence_max_edits,

@@ -184,7 +184,7 @@ impl Sieve {
         let p = Periods::of(config);
         let short_min = p.thr[..p.max_p].iter().copied().min().unwrap_or(u32::MAX) as usize;
         let long_min = if p.long_max > 0 {
-            p.long_mult.saturating_mul(p.max_p + 1)
+            p.long_need(p.max_p + 1)
         } else {
             usize::MAX
         };

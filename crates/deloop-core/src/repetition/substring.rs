@@ -139,6 +139,22 @@ impl DataScan {
     }
 }
 
+/// Whether a repeated unit (its characters, as scalar values) can be a
+/// repeat inside encoded data. Data repeats whole bytes: hexadecimal
+/// digits come two per byte and base64 four characters per three bytes,
+/// so their repeats have even units, and a run of one value repeats a
+/// unit of one or two characters (`AAAA…`, `000…`). A unit whose own
+/// smallest period is odd and at least 5 characters (`python/` in
+/// `/Desktop/Python/python/python/…`) is text, even right after 16
+/// base64-looking characters such as a path.
+pub(crate) fn data_unit(unit: &[u32]) -> bool {
+    let l = unit.len();
+    let q = (1..=l)
+        .find(|&q| l.is_multiple_of(q) && (q..l).all(|i| unit[i] == unit[i - q]))
+        .unwrap_or(l);
+    q < 5 || q % 2 == 0
+}
+
 /// Incremental substring detector.
 #[derive(Debug, Clone)]
 pub(crate) struct Substring {
@@ -338,7 +354,7 @@ impl Substring {
         }
         if self.protect && end - info.start < self.max_exempt {
             let unit = &unit[..l];
-            if info.data
+            if (info.data && data_unit(&unit.iter().map(|&c| c as u32).collect::<Vec<_>>()))
                 || unit.iter().all(|c| c.is_whitespace())
                 || lines.exempt_at(end, info.start, self.fences, self.tables)
             {

@@ -113,8 +113,24 @@ pub(crate) struct Periods {
     pub thr: [u32; W],
     /// Largest long period (0: no long periods).
     pub long_max: usize,
-    /// A long period `d` needs `long_mult * d` matches.
+    /// `long_mult * d` matches bound a long period's run from above.
     pub long_mult: usize,
+    /// Percent of the last copy a long loop needs (1–100).
+    pub long_pct: usize,
+}
+
+impl Periods {
+    /// Matches a long period `d` needs: `long_mult - 1` whole copies
+    /// after the first, and `long_pct` percent of one more (at most
+    /// `long_mult * d`, at least `d + 1`).
+    pub(crate) fn long_need(&self, d: usize) -> usize {
+        long_need(self.long_mult, self.long_pct, d)
+    }
+}
+
+#[inline]
+fn long_need(mult: usize, pct: usize, d: usize) -> usize {
+    (mult - 1) * d + (d * pct).div_ceil(100)
 }
 
 impl Periods {
@@ -138,6 +154,7 @@ impl Periods {
             thr,
             long_max,
             long_mult: w.long_run_per_period.max(1),
+            long_pct: w.long_last_copy_percent.clamp(1, 100),
         }
     }
 }
@@ -181,6 +198,7 @@ pub(crate) struct Words {
     info: [Run; W],
     long_max: usize,
     long_mult: usize,
+    long_pct: usize,
     ignore_punct: bool,
     split_cjk: bool,
     /// Keys of the connectors, open addressing (a power-of-two size at
@@ -249,6 +267,7 @@ impl Words {
             thr,
             long_max,
             long_mult,
+            long_pct,
         } = Periods::of(config);
         let max_thr = thr[..max_p].iter().copied().max().unwrap_or(1) as usize;
         let need = (max_p + max_thr).max(4 * long_max) + 64;
@@ -274,6 +293,7 @@ impl Words {
             info: [Run::default(); W],
             long_max,
             long_mult,
+            long_pct,
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
             connector_max_bytes: w
@@ -696,7 +716,7 @@ impl Words {
             if let Some(mut lr) = self.long {
                 if self.tok(j - lr.d).key == key {
                     lr.run.len += 1;
-                    if lr.run.len >= self.long_mult * lr.d
+                    if lr.run.len >= long_need(self.long_mult, self.long_pct, lr.d)
                         && !lr.run.accepted
                         && self.accept(lr.run.start, lr.d, end, lines)
                     {
@@ -829,7 +849,8 @@ impl Words {
             armed = r + 1 >= thr && !(r >= thr && self.info[i].accepted);
         }
         if let Some(lr) = &self.long {
-            if !lr.run.accepted && lr.run.len + 1 >= self.long_mult * lr.d {
+            if !lr.run.accepted && lr.run.len + 1 >= long_need(self.long_mult, self.long_pct, lr.d)
+            {
                 armed = true;
             }
         }
@@ -869,7 +890,7 @@ impl Words {
         }
         if let Some(lr) = self.long {
             if !lr.run.accepted
-                && lr.run.len + 1 >= self.long_mult * lr.d
+                && lr.run.len + 1 >= long_need(self.long_mult, self.long_pct, lr.d)
                 && self.tok(j - lr.d).key == key
                 && self.accept_partial(lr.run.start, lr.d, end, lines)
             {

@@ -1,0 +1,169 @@
+//! The rules added for the real-model set's misses (issue 12 §2), both
+//! sides: list items cycling with a period of up to 8 items, a list going
+//! round a few items, odd units after a path-like prefix, and the long
+//! tail knob (`words.long_last_copy_percent`).
+
+use deloop_core::repetition::{clamp, ClampConfig, Detector};
+
+fn numbered(bodies: &[&str]) -> String {
+    bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| format!("{}. {b}\n", i + 1))
+        .collect()
+}
+
+#[test]
+fn weekdays_cycling_under_rising_numbers_fire() {
+    for week in [
+        [
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
+        ],
+        [
+            "Lunes",
+            "Martes",
+            "Miércoles",
+            "Jueves",
+            "Viernes",
+            "Sábado",
+            "Domingo",
+        ],
+    ] {
+        let bodies: Vec<&str> = week.iter().cycle().take(40).copied().collect();
+        let text = format!("Days:\n{}", numbered(&bodies));
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out.report().expect("cycling weekdays fire");
+        assert_eq!((r.detector, r.period), (Detector::NearDuplicate, 7));
+        // One week is kept.
+        assert!(out.text.contains(week[6]), "{}", out.text);
+        assert!(
+            !out.text.contains(&format!("8. {}", week[0])),
+            "{}",
+            out.text
+        );
+        // Three weeks (one copy short of 3p + 1 matching items) pass.
+        let bodies: Vec<&str> = week.iter().cycle().take(21).copied().collect();
+        let text = format!("Days:\n{}", numbered(&bodies));
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    }
+}
+
+#[test]
+fn a_list_going_round_a_few_items_fires() {
+    let en = [
+        "Add your salt: add the salt to the bowl.",
+        "Add your flour: add the flour to the bowl.",
+        "Add your yeast: add the yeast to the bowl.",
+    ];
+    let es = [
+        "Añada la sal: ponga la sal en el bol.",
+        "Añada la harina: ponga la harina en el bol.",
+        "Añada la levadura: ponga la levadura en el bol.",
+    ];
+    for items in [en, es] {
+        // No fixed period: salt, flour, salt, flour, salt, yeast, ...
+        let order = [0, 1, 0, 1, 0, 2, 0, 1, 0, 1, 0, 1, 2, 0];
+        let bodies: Vec<&str> = order.iter().map(|&i| items[i]).collect();
+        let text = format!("Steps:\n{}", numbered(&bodies));
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out
+            .report()
+            .expect("a list of three items going round fires");
+        assert_eq!(r.detector, Detector::NearDuplicate);
+        // The cut keeps one of each item (the first yeast at least) and
+        // drops the rest of the list.
+        assert!(
+            out.text.contains(&format!("6. {}", items[2])),
+            "{}",
+            out.text
+        );
+        assert!(!out.text.contains("12. "), "{}", out.text);
+        // Twelve items with four different bodies pass.
+        let order = [0, 1, 2, 3, 0, 1, 2, 3, 1, 0, 3, 2];
+        let four = [
+            items[0],
+            items[1],
+            items[2],
+            "Bake it for forty minutes at 200 degrees.",
+        ];
+        let bodies: Vec<&str> = order.iter().map(|&i| four[i]).collect();
+        let text = format!("Steps:\n{}", numbered(&bodies));
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    }
+}
+
+#[test]
+fn short_answers_of_a_key_pass() {
+    // An answer key: one- and two-token bodies from a few values.
+    let keys = ["True", "False", "Verdadero", "Falso"];
+    let bodies: Vec<&str> = [0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0]
+        .iter()
+        .map(|&i| keys[i])
+        .collect();
+    let text = format!("Answers:\n{}", numbered(&bodies));
+    assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    let bodies: Vec<&str> = [2, 3, 3, 2, 3, 2, 2, 3, 2, 3, 3, 2, 3, 2]
+        .iter()
+        .map(|&i| keys[i])
+        .collect();
+    let text = format!("Respuestas:\n{}", numbered(&bodies));
+    assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+}
+
+#[test]
+fn odd_units_after_a_path_fire_and_encoded_zeros_pass() {
+    for (prefix, unit) in [
+        ("$ cd /home/user/Desktop/Python/", "python/"),
+        ("Ruta: /srv/datos/Proyectos/Informe/", "datos/"),
+    ] {
+        let text = format!("Run this:\n{prefix}{}", unit.repeat(30));
+        let out = clamp(&text, &ClampConfig::default());
+        let odd = unit.chars().count() % 2 == 1;
+        assert_eq!(out.is_clamped(), odd, "{unit}: {}", out.text);
+    }
+    // Encoded zeros after base64 and hex: runs of one value stay data.
+    for blob in [
+        format!("iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB{}", "A".repeat(200)),
+        format!("0x{}", "0".repeat(150)),
+    ] {
+        let text = format!("The image data follows.\n\n{blob}\n");
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    }
+}
+
+#[test]
+fn long_tails_cut_mid_copy() {
+    let en = "The committee reviewed the proposal again and decided that the budget \
+              should be approved after one more round of comments from every member \
+              of the board, who will meet next week to vote on it.";
+    let es = "El comité revisó la propuesta otra vez y decidió que el presupuesto \
+              debe aprobarse después de una ronda más de comentarios de cada miembro \
+              de la junta, que se reunirá la semana próxima para votarlo.";
+    let mut tail = ClampConfig::default();
+    tail.words.long_last_copy_percent = 66;
+    for unit in [en, es] {
+        let words: Vec<&str> = unit.split_whitespace().collect();
+        let d = words.len();
+        assert!(d > 16);
+        // Two copies and 70 % of a third, as when a generation's token
+        // limit stops a loop mid-copy.
+        let tail_words = words[..d * 7 / 10].join(" ");
+        let text = format!("Summary of the meeting. {unit} {unit} {tail_words}");
+        let out = clamp(&text, &tail);
+        let r = out.report().expect("a long tail with the knob at 66 fires");
+        assert_eq!((r.detector, r.period), (Detector::LongPeriod, d));
+        assert!(out.text.starts_with("Summary of the meeting. "));
+        // The default asks for three whole copies.
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+        // Two copies and half of a third stay below the knob.
+        let short = words[..d / 2].join(" ");
+        let text = format!("Summary of the meeting. {unit} {unit} {short}");
+        assert_eq!(clamp(&text, &tail).text, text);
+    }
+}
