@@ -84,15 +84,16 @@ fn a_list_going_round_a_few_items_fires() {
             out.text
         );
         assert!(!out.text.contains("12. "), "{}", out.text);
-        // Twelve items with four different bodies pass.
-        let order = [0, 1, 2, 3, 0, 1, 2, 3, 1, 0, 3, 2];
-        let four = [
+        // Twelve items with five different bodies pass.
+        let order = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 1, 0];
+        let five = [
             items[0],
             items[1],
             items[2],
             "Bake it for forty minutes at 200 degrees.",
+            "Let it cool on a rack before slicing.",
         ];
-        let bodies: Vec<&str> = order.iter().map(|&i| four[i]).collect();
+        let bodies: Vec<&str> = order.iter().map(|&i| five[i]).collect();
         let text = format!("Steps:\n{}", numbered(&bodies));
         assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
     }
@@ -166,4 +167,115 @@ fn long_tails_cut_mid_copy() {
         let text = format!("Summary of the meeting. {unit} {unit} {short}");
         assert_eq!(clamp(&text, &tail).text, text);
     }
+}
+
+#[test]
+fn lines_going_round_a_few_values_fire() {
+    let en = [
+        "<code>var age = age.age",
+        "<code>var city = city.city",
+        "<code>var name = name.name",
+    ];
+    let es = [
+        "<code>var edad = edad.edad",
+        "<code>var ciudad = ciudad.ciudad",
+        "<code>var nombre = nombre.nombre",
+    ];
+    for lines in [en, es] {
+        let order = [0, 1, 0, 2, 1, 0, 1, 2, 0, 1, 0, 2, 1, 0];
+        let body: String = order
+            .iter()
+            .map(|&i| format!("{}\n</code>\n\n", lines[i]))
+            .collect();
+        let text = format!("Here is the code:\n\n{body}");
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out
+            .report()
+            .expect("code lines going round three values fire");
+        assert_eq!(r.detector, Detector::NearDuplicate);
+        // One of each line is kept.
+        assert!(out.text.contains(lines[2]), "{}", out.text);
+        assert!(out.text.len() < text.len() / 2, "{}", out.text);
+    }
+}
+
+#[test]
+fn logs_poems_and_short_lines_pass() {
+    // A log: two messages, but every line has its own time stamp.
+    let log: String = (0..30)
+        .map(|i| {
+            let msg = if i % 3 == 0 {
+                "WARN disk almost full"
+            } else {
+                "INFO request served in 12 ms"
+            };
+            format!("2024-03-{:02} 10:{:02}:07 {msg}\n", 1 + i % 28, i)
+        })
+        .collect();
+    assert_eq!(clamp(&log, &ClampConfig::default()).text, log);
+    // Lines of one or two tokens from a few values (a tally, braces).
+    // (No period: the order comes from a small linear congruential step.)
+    let values = ["yes", "no", "}", "{"];
+    let mut x = 7u32;
+    let short: String = (0..40)
+        .map(|_| {
+            x = (x * 1103 + 12345) % 65536;
+            format!("{}\n", values[(x >> 8) as usize % 4])
+        })
+        .collect();
+    let text = format!("The answers:\n{short}");
+    assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    // A poem whose refrain comes back between different lines.
+    let verses = [
+        "The river keeps its secrets in the stone",
+        "El río guarda sus secretos en la piedra",
+        "And every evening light comes home alone",
+        "Y cada tarde vuelve sola la luz",
+        "The wind forgets the names it used to know",
+        "El viento olvida los nombres que sabía",
+    ];
+    let poem: String = verses
+        .iter()
+        .map(|v| format!("{v}\nand still the water sings below\n"))
+        .collect();
+    assert_eq!(clamp(&poem, &ClampConfig::default()).text, poem);
+}
+
+#[test]
+fn a_word_loop_on_one_line_of_a_fence_fires_and_data_passes() {
+    for (intro, line) in [
+        ("The query:", "WHERE d > DATE_SUB(NOW(), INTERVAL '1 YEAR'"),
+        ("La consulta:", "WHERE f > DATE_SUB(NOW(), INTERVAL '1 AÑO'"),
+    ] {
+        let unit = line.rsplit_once(", ").map(|(_, u)| u).unwrap_or(line);
+        let text = format!(
+            "{intro}\n```sql\nSELECT id FROM t\n{line}{}\n```\n",
+            format!(" - {unit}").repeat(30)
+        );
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out.report().expect("a looping SQL line fires");
+        assert_eq!(r.detector, Detector::WordPeriod);
+        assert!(out.text.len() < text.len() / 2, "{}", out.text);
+        // Below 256 bytes of loop the line passes.
+        let text = format!(
+            "{intro}\n```sql\nSELECT id FROM t\n{line}{}\n```\n",
+            format!(" - {unit}").repeat(8)
+        );
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+    }
+    // Arrays of numbers (no word) and loops spread over lines (each line
+    // short) stay data.
+    let zeros = format!("```python\nbuf = [{}0]\n```\n", "0, ".repeat(300));
+    assert_eq!(clamp(&zeros, &ClampConfig::default()).text, zeros);
+    let rows: String = (0..40).map(|_| "    row(\"a\", 1),\n").collect();
+    let text = format!("Rows:\n```python\nrows = [\n{rows}]\n```\n");
+    assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+}
+
+#[test]
+fn rows_of_art_after_an_introduction_pass() {
+    let row = "\u{2800}".repeat(40);
+    let art: String = (0..30).map(|_| format!("{row}\n")).collect();
+    let text = format!("Here is a simple picture of a dog for a Braille printer:\n\n{art}");
+    assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
 }

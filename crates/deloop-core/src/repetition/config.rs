@@ -36,14 +36,17 @@ pub struct NearConfig {
     pub list_items: usize,
     /// Empty list markers (`76.`, `77.`, …) fire at this many in a row (10).
     pub empty_items: usize,
-    /// A list going round a few items: this many items in a row (12, at
-    /// most 16; 0 turns the rule off) ...
-    pub list_window: usize,
-    /// ... whose bodies (counter set aside) take at most this many
-    /// different values (3) ...
-    pub list_window_values: usize,
-    /// ... each body holding at least this many tokens (3), fire.
-    pub list_window_min_tokens: usize,
+    /// Lines going round a few values: this many lines in a row outside
+    /// fences and tables (12, at most 16; 0 turns the rule off; blank
+    /// lines do not count) ...
+    pub line_window: usize,
+    /// ... that hold at most this many different lines (4; tokens as the
+    /// list rule compares them, a list marker set aside), each at least
+    /// twice ...
+    pub line_window_values: usize,
+    /// ... one of them at least this many tokens long (3) and holding a
+    /// word, fire.
+    pub line_window_min_tokens: usize,
     /// Segments shorter than this many tokens are not compared (8).
     pub sentence_min_tokens: usize,
     /// Token edits between near-duplicate segments: at most this many and
@@ -73,9 +76,9 @@ impl Default for NearConfig {
             enabled: true,
             list_items: 6,
             empty_items: 10,
-            list_window: 12,
-            list_window_values: 3,
-            list_window_min_tokens: 3,
+            line_window: 12,
+            line_window_values: 4,
+            line_window_min_tokens: 3,
             sentence_min_tokens: 8,
             sentence_max_edits: 2,
             sentence_copies: 6,
@@ -181,6 +184,11 @@ pub struct HealthyConfig {
     /// row) still fires once its run covers this many bytes: nobody pads
     /// a table cell with 4 KiB of dashes on purpose.
     pub max_exempt_run_bytes: usize,
+    /// Inside a code fence, a word loop whose run stays on one line and
+    /// holds a word still fires once it covers this many bytes (256; 0
+    /// turns it off): a model repeating ` - INTERVAL '1 YEAR'` to the
+    /// token limit inside a SQL fence. Arrays of numbers have no word.
+    pub code_line_run_bytes: usize,
     /// Outside code fences and table rows, a substring run whose unit has
     /// fewer than `min_unit_letters` letters (symbols, emoji, digits,
     /// escapes such as `\ud83d\ude02`) still fires once it covers this
@@ -243,6 +251,7 @@ impl Default for HealthyConfig {
             skip_code_fences: true,
             skip_table_rows: true,
             max_exempt_run_bytes: 4096,
+            code_line_run_bytes: 256,
             flood_chars: 100,
             max_layout_chars: 256,
         }

@@ -208,6 +208,13 @@ impl Lines {
         }
         tables && self.table_row && start >= self.line_start
     }
+
+    /// Whether `start` lies inside a fenced code block opened before it,
+    /// on the current line.
+    #[inline]
+    pub(crate) fn fenced_line(&self, start: usize) -> bool {
+        self.open_fence.is_some_and(|(_, open)| open <= start) && start >= self.line_start
+    }
 }
 
 /// The text a detector reads, for looking up [`Lines`] lazily: `bytes`
@@ -248,6 +255,13 @@ impl LineCtx<'_> {
             self.lines.advance(self.src.bytes, self.src.base, end);
         }
         self.lines.exempt(start, fences, tables)
+    }
+
+    /// After [`LineCtx::exempt_at`]: the repetition from `start` lies in a
+    /// fence, on the line being read.
+    #[inline]
+    pub(crate) fn fenced_line(&self, start: usize) -> bool {
+        self.lines.fenced_line(start)
     }
 }
 

@@ -247,6 +247,10 @@ pub(crate) struct Near {
     items: [(u64, usize, usize, usize); ITEM_RING],
     nitems: usize,
     item_runs: [Run; ITEM_W],
+    // Lines going round a few values: the last lines in a row outside
+    // fences and tables (key, tokens, start, end).
+    line_ring: [(u64, usize, usize, usize, bool); ITEM_RING],
+    nlines: usize,
     // Near-duplicate segments: the last two (raw keys, length, start, end).
     prev: [Seg; 2],
     nprev: usize,
@@ -306,6 +310,8 @@ impl Near {
             items: [(0, 0, 0, 0); ITEM_RING],
             nitems: 0,
             item_runs: [Run::default(); ITEM_W],
+            line_ring: [(0, 0, 0, 0, false); ITEM_RING],
+            nlines: 0,
             prev: [Seg::default(), Seg::default()],
             nprev: 0,
             sent_runs: [Run::default(); 2],
@@ -351,6 +357,7 @@ impl Near {
         self.space = false;
         self.nitems = 0;
         self.item_runs = [Run::default(); ITEM_W];
+        self.nlines = 0;
         self.nprev = 0;
         self.sent_runs = [Run::default(); 2];
         self.ntok = 0;
@@ -540,6 +547,9 @@ impl Near {
             if r.len > 0 {
                 bound = bound.min(r.start);
             }
+        }
+        for k in 0..self.nlines.min(ITEM_RING) {
+            bound = bound.min(self.line_ring[k].2);
         }
         for k in 0..self.nprev.min(2) {
             bound = bound.min(self.prev[k].start);
@@ -738,7 +748,7 @@ impl Near {
         // fence (nothing reads them elsewhere).
         if line.n == 0 && b.marker == 1 {
             line.marker = true;
-        } else if line.marker {
+        } else {
             line.body = mix(line.body, tok.raw);
             line.body_len += 1;
         }
@@ -855,9 +865,13 @@ impl Near {
         self.line_active = false;
         let line = std::mem::take(&mut self.line);
         if line.fence {
+            self.nlines = 0;
             self.code_line(&line);
-        } else if !line.table {
+        } else if line.table {
+            self.nlines = 0;
+        } else {
             self.list_item(&line);
+            self.few_lines(&line);
         }
         self.line = line;
     }
@@ -908,38 +922,58 @@ impl Near {
         }
         self.items[k % ITEM_RING] = cur;
         self.nitems = k + 1;
-        self.few_values(seg);
     }
 
-    /// A list going round a few items: the last `list_window` items (the
-    /// one just read included) hold at most `list_window_values`
-    /// different bodies of `list_window_min_tokens` tokens or more. The
-    /// loop starts at the window's first item; the cut keeps the window
-    /// up to the first item of its last new body (one of each).
-    fn few_values(&mut self, seg: &Line) {
-        let w = self.cfg.list_window.min(ITEM_RING);
-        let n = self.nitems;
+    /// Lines going round a few values: the last `line_window` lines in a
+    /// row outside fences and tables (the one just read included; blank
+    /// lines do not count) hold at most `line_window_values` different
+    /// lines (tokens compared as read, a list marker set aside), each of
+    /// them at least twice, one of them of `line_window_min_tokens`
+    /// tokens or more with a word (two letters; rows of ASCII art in
+    /// blank braille have none). The loop starts at the
+    /// window's first line; the cut keeps the window up to the first line
+    /// of its last new value (one of each).
+    fn few_lines(&mut self, seg: &Line) {
+        let k = self.nlines;
+        self.line_ring[k % ITEM_RING] = (seg.body, seg.body_len, seg.start, seg.end, seg.word);
+        self.nlines = k + 1;
+        let w = self.cfg.line_window.min(ITEM_RING);
+        let n = self.nlines;
         if w == 0 || n < w {
             return;
         }
-        let mut seen = [(0u64, 0usize); ITEM_RING];
+        // (key, tokens, copies in the window)
+        let mut seen = [(0u64, 0usize, 0usize); ITEM_RING];
         let mut nseen = 0;
         let mut keep = 0;
+        let mut long = false;
         for t in n - w..n {
-            let (body, len, _, end) = self.items[t % ITEM_RING];
-            if len < self.cfg.list_window_min_tokens.max(1) {
-                return;
-            }
-            if !seen[..nseen].contains(&(body, len)) {
-                if nseen == self.cfg.list_window_values {
-                    return;
+            let (body, len, _, end, word) = self.line_ring[t % ITEM_RING];
+            long |= word && len >= self.cfg.line_window_min_tokens;
+            match seen[..nseen]
+                .iter()
+                .position(|&(b, l, _)| (b, l) == (body, len))
+            {
+                Some(i) => seen[i].2 += 1,
+                None => {
+                    if nseen == self.cfg.line_window_values {
+                        return;
+                    }
+                    seen[nseen] = (body, len, 1);
+                    nseen += 1;
+                    keep = end;
                 }
-                seen[nseen] = (body, len);
-                nseen += 1;
-                keep = end;
             }
         }
-        let start = self.items[(n - w) % ITEM_RING].2;
+        // Every value comes back: a line seen once (an introduction
+        // before rows of art) is not part of a loop.
+        if seen[..nseen].iter().any(|&(_, _, c)| c < 2) {
+            return;
+        }
+        if !long {
+            return;
+        }
+        let start = self.line_ring[(n - w) % ITEM_RING].2;
         self.fire(
             Detector::NearDuplicate,
             nseen,

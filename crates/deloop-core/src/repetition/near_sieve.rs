@@ -48,8 +48,15 @@
 //!   whose counts allow it, at distance 1 and 2, and flags where such a
 //!   run could reach `sentence_copies` (or `3p`).
 //! * **Lists.** A list rule fires only after
-//!   `max(2, min(empty_items, max(list_items, 4), list_window))` list items in a row
+//!   `max(2, min(empty_items, max(list_items, 4)))` list items in a row
 //!   (lines whose first token is 1–4 digits then `.` or `)`).
+//! * **Lines going round a few values.** Equal lines have equal token
+//!   counts (a list marker set aside), so `line_window` lines in a row
+//!   outside fences and tables holding at most `line_window_values`
+//!   different lines hold at most that many different counts, one at
+//!   least `line_window_min_tokens`: the sieve keeps the last lines'
+//!   counts (the tokens read between a line's start and its end) and
+//!   flags there.
 //! * **Long units.** A unit of `d ≥ chain_min_unit` characters repeated
 //!   `chain_copies` times needs a run of non-white-space of
 //!   `chain_copies · d` characters (and at least [`CHAIN_START`]): the
@@ -109,6 +116,7 @@ const HOT_SENTENCE: u8 = 2;
 const HOT_LIST: u8 = 4;
 const HOT_FENCE: u8 = 8;
 const HOT_LONG: u8 = 16;
+const HOT_LINES: u8 = 32;
 
 /// Token periods of the counter rule (as [`Near`]'s).
 const MASK_W: usize = 8;
@@ -130,6 +138,10 @@ struct Plan {
     sent_need: [usize; 2],
     min_tokens: usize,
     max_edits: usize,
+    /// The few-lines rule's window (0: off), values and tokens per line.
+    line_window: usize,
+    line_values: usize,
+    line_min: usize,
 }
 
 impl Plan {
@@ -163,13 +175,10 @@ impl Plan {
         Some(Plan {
             long_span,
             streak,
-            list: {
-                let window = match n.list_window.min(16) {
-                    0 => usize::MAX,
-                    w => w,
-                };
-                n.empty_items.min(n.list_items.max(4)).min(window).max(2)
-            },
+            list: n.empty_items.min(n.list_items.max(4)).max(2),
+            line_window: n.line_window.min(LINE_RING),
+            line_values: n.line_window_values,
+            line_min: n.line_window_min_tokens.max(1),
             sent_need: [n.sentence_copies.max(3), n.sentence_copies.max(6)],
             min_tokens: n.sentence_min_tokens,
             max_edits: n.sentence_max_edits,
@@ -238,6 +247,12 @@ pub(crate) struct Sieve {
     // Lists: list items in a row and the real line of the first.
     items: usize,
     list_from: usize,
+    // Lines going round a few values: tokens read when the line started,
+    // and the last lines in a row outside fences and tables (tokens, a
+    // list marker set aside; real line).
+    line_tok0: usize,
+    flines: [(usize, usize); LINE_RING],
+    nflines: usize,
     /// The last look for a backslash, `#`, `!` or `?` covered the stream
     /// from `spec_from` to `spec_at`, where one is (`spec_found`) or the
     /// look ended.
@@ -360,6 +375,9 @@ impl Sieve {
             sentence_from: 0,
             items: 0,
             list_from: 0,
+            line_tok0: 0,
+            flines: [(0, 0); LINE_RING],
+            nflines: 0,
             spec_from: 0,
             spec_at: 0,
             spec_found: false,
@@ -392,6 +410,12 @@ impl Sieve {
         let mut at = self.counter_restart().min(self.sentence_from);
         if self.items > 0 {
             at = at.min(self.list_from);
+        }
+        if self.nflines > 0 && self.plan.line_window > 0 {
+            // A window that fires here or later holds at most the last
+            // `line_window` lines read.
+            let oldest = self.nflines.saturating_sub(self.plan.line_window);
+            at = at.min(self.flines[oldest % LINE_RING].1);
         }
         // Between the restart point and here no line inside a fence was
         // read (each one flags), so the fence open now, if any, was
@@ -483,6 +507,7 @@ impl Sieve {
         self.line_n = 0;
         self.line_marker = false;
         self.line_real = self.real_line;
+        self.line_tok0 = self.ntok;
         self.lines.advance(b, base, pos + len);
         self.line_fence = self.lines.exempt(pos, true, false);
         self.line_table = self.lines.exempt(pos, false, true);
@@ -548,8 +573,11 @@ impl Sieve {
         }
         self.line_active = false;
         if self.line_fence || self.line_table {
+            self.nflines = 0;
+            self.hot &= !HOT_LINES;
             return;
         }
+        self.few_lines();
         if self.line_marker {
             if self.items == 0 {
                 self.list_from = self.line_real;
@@ -562,6 +590,40 @@ impl Sieve {
             self.hot |= HOT_LIST;
         } else {
             self.hot &= !HOT_LIST;
+        }
+    }
+
+    /// A line outside fences and tables ends: the few-lines condition.
+    #[inline]
+    fn few_lines(&mut self) {
+        let w = self.plan.line_window;
+        if w == 0 {
+            return;
+        }
+        let n = self.ntok - self.line_tok0 - usize::from(self.line_marker);
+        self.hot &= !HOT_LINES;
+        let k = self.nflines;
+        self.flines[k % LINE_RING] = (n, self.line_real);
+        self.nflines = k + 1;
+        if self.nflines < w {
+            return;
+        }
+        let mut seen = [0usize; LINE_RING];
+        let mut nseen = 0;
+        let mut long = false;
+        for t in self.nflines - w..self.nflines {
+            let c = self.flines[t % LINE_RING].0;
+            long |= c >= self.plan.line_min;
+            if !seen[..nseen].contains(&c) {
+                if nseen == self.plan.line_values {
+                    return;
+                }
+                seen[nseen] = c;
+                nseen += 1;
+            }
+        }
+        if long {
+            self.hot |= HOT_LINES;
         }
     }
 
@@ -1575,7 +1637,7 @@ mod tests {
     /// Counted list items, empty markers, counters, long units, code
     /// blocks, tables: the other rules, often one copy short of firing.
     fn shapes() -> impl Strategy<Value = String> {
-        (0..13usize, 1..14usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
+        (0..15usize, 1..16usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
             let mut out = String::new();
             for k in k0..k0 + n {
                 match kind {
@@ -1604,6 +1666,17 @@ mod tests {
                     11 => out.push_str(&format!(
                         "{k}. The fridge {} uses a small fan to keep it cool.\n",
                         if k % 2 == 0 { "also" } else { "still" }
+                    )),
+                    // Lines going round 1 to 4 values, short lines between.
+                    13 => out.push_str(&format!(
+                        "the line {} of words\n</code>\n",
+                        ["alpha", "beta gamma", "delta", "epsilon"][(k * 7) % (p % 4 + 1)]
+                    )),
+                    // List items going round a few bodies of different
+                    // lengths.
+                    14 => out.push_str(&format!(
+                        "{k}. add the {}\n",
+                        ["salt now", "flour", "dry yeast here", "sugar"][(k * 5) % (p % 4 + 1)]
                     )),
                     // A unit of exactly `p + 8` characters, `n` times.
                     _ => {

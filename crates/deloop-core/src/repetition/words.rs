@@ -213,6 +213,8 @@ pub(crate) struct Words {
     fences: bool,
     tables: bool,
     max_exempt: usize,
+    /// A fenced word loop on one line fires at this many bytes (0: never).
+    code_line: usize,
     min_word_letters: u32,
     ring: Vec<Tok>,
     mask: usize,
@@ -308,6 +310,11 @@ impl Words {
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
             max_exempt: h.max_exempt_run_bytes,
+            code_line: if h.code_line_run_bytes == 0 {
+                usize::MAX
+            } else {
+                h.code_line_run_bytes
+            },
             min_word_letters: h.min_word_letters.min(u32::MAX as usize) as u32,
             ring: vec![Tok::default(); RING_START.min(cap)],
             mask: RING_START.min(cap) - 1,
@@ -910,7 +917,30 @@ impl Words {
             return true;
         }
         let has_word = self.last_word.is_some_and(|w| w + p >= self.j);
-        has_word && !lines.exempt_at(end, start, self.fences, self.tables)
+        has_word && self.not_exempt(start, p, end, lines)
+    }
+
+    /// Not structure: outside fences and table rows, or a loop of
+    /// period `p` inside a fence that stays on one line for `code_line`
+    /// bytes and holds a word that is not hexadecimal (`de ad be ef`
+    /// rows of a hex dump are data).
+    fn not_exempt(&self, start: usize, p: usize, end: usize, lines: &mut LineCtx<'_>) -> bool {
+        !lines.exempt_at(end, start, self.fences, self.tables)
+            || (end - start >= self.code_line
+                && lines.fenced_line(start)
+                && self.text_word_among(p))
+    }
+
+    /// One of the last `p` complete tokens (as far as their previews
+    /// go) holds a letter that is not a hexadecimal digit.
+    fn text_word_among(&self, p: usize) -> bool {
+        let n = p.min(self.j).min(self.max_p.max(self.long_max));
+        (self.j - n..self.j).any(|t| {
+            let k = self.tok(t);
+            let text = String::from_utf8_lossy(&k.preview[..k.plen as usize]);
+            text.chars()
+                .any(|c| c.is_alphabetic() && !c.is_ascii_hexdigit() && c != 'x')
+        })
     }
 
     /// Same, when the last token of the loop is still being read.
@@ -920,7 +950,7 @@ impl Words {
         }
         let has_word = self.build.letters >= self.min_word_letters
             || self.last_word.is_some_and(|w| w + p > self.j);
-        has_word && !lines.exempt_at(end, start, self.fences, self.tables)
+        has_word && self.not_exempt(start, p, end, lines)
     }
 
     fn candidate(
