@@ -125,7 +125,8 @@ pub fn clamp(text: &str, config: &ClampConfig) -> Clamped {
     out
 }
 
-/// The near-duplicate guard alone: list items under a counter, sentences
+/// The near-duplicate guard alone: list items under a counter, lines
+/// going round a few values, sentences
 /// coming back with a word or two changed, counters, units of 13–64
 /// characters without white space, blocks of lines repeated in a code
 /// fence (docs/repetition.md). Keeps the text up to the end of the

@@ -4,13 +4,19 @@
 //! It reads the text once, character by character, and splits it into
 //! tokens (white space; each CJK character is a token) and *segments*
 //! (lines, sentences ending in `. ! ? 。 ！ ？`, and the JSON escape `\n`
-//! written as backslash-n). Five rules, each with its own thresholds
+//! written as backslash-n). Six rules, each with its own thresholds
 //! ([`super::NearConfig`]); the first that completes fires:
 //!
 //! * **counted list items**: list items (`51.`, `9)`) whose bodies are
 //!   equal once the counter is set aside — `list_items` items in a row
-//!   (period 1 to 3 items, so two items alternating count), or
-//!   `empty_items` empty markers (`76.`, `77.`, …);
+//!   (period 1 to 8 items, `3p + 1` items for period `p`, so two items
+//!   alternating and weekdays cycling count), or `empty_items` empty
+//!   markers (`76.`, `77.`, …);
+//! * **lines going round a few values**: `line_window` lines in a row
+//!   outside fences and tables holding at most `line_window_values`
+//!   different lines (a list marker set aside), each at least twice, one
+//!   of `line_window_min_tokens` tokens or more with a word — loops with
+//!   no fixed period;
 //! * **near-duplicate sentences**: segments of at least
 //!   `sentence_min_tokens` tokens, each within `sentence_max_edits` token
 //!   edits of the segment one or two back,
@@ -24,13 +30,14 @@
 //! * **long units without white space**: a unit of `chain_min_unit` to
 //!   `chain_max_unit` characters repeated `chain_copies` times back to
 //!   back inside one run of non-white-space (`/api/v1/users/api/v1/…`),
-//!   unless it starts inside a data token (base64, hex);
+//!   unless it starts inside a data token (base64, hex) with a unit that
+//!   can be encoded data (`super::substring::data_unit`);
 //! * **code blocks**: inside a fenced block, a block of 2–16 lines (two
 //!   different lines at least, one holding a word) repeated
 //!   `code_block_copies` times.
 //!
-//! The first three and the last skip code fences and table rows
-//! respectively as the other guards do: lists, sentences and counters
+//! The first four and the last skip code fences and table rows
+//! respectively as the other guards do: lists, lines, sentences and counters
 //! are not checked inside fences or table rows; code blocks only inside
 //! fences. A segment counts once it is complete (the last, unfinished one
 //! never does), so a stream and a batch run on the same prefix agree.

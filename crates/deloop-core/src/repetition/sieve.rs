@@ -24,7 +24,7 @@
 //!
 //! A token **flags** when the streak reaches 7 less than the fewest
 //! matches any loop needs, the smaller of `min_run` and
-//! `long_run_per_period * (max_period + 1)` (a configuration whose loops
+//! the matches a long period of `max_period + 1` needs (a configuration whose loops
 //! can need fewer than 8 matches is not sieved at all). Until the first
 //! flag, the exact detector cannot report anything.
 //!
