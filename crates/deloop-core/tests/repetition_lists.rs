@@ -279,3 +279,28 @@ fn rows_of_art_after_an_introduction_pass() {
     let text = format!("Here is a simple picture of a dog for a Braille printer:\n\n{art}");
     assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
 }
+
+#[test]
+fn out_of_range_settings_are_reported_and_hostile_ones_do_not_panic() {
+    let mut c = ClampConfig::default();
+    c.near.line_window = 40;
+    c.words.long_last_copy_percent = 0;
+    let keys: Vec<String> = c.adjustments().into_iter().map(|a| a.key).collect();
+    assert!(keys.contains(&"near.line_window".to_string()), "{keys:?}");
+    assert!(
+        keys.contains(&"words.long_last_copy_percent".to_string()),
+        "{keys:?}"
+    );
+    c.near.line_window_values = 1000;
+    c.near.line_window_min_tokens = 0;
+    c.healthy.code_line_run_bytes = 1;
+    let lines: String = (0..200).map(|i| format!("{}. x y z\n", i % 3)).collect();
+    for text in [
+        lines.as_str(),
+        "",
+        "\n\n\n",
+        "```\n\u{2800}\u{2800} a a a a\n",
+    ] {
+        let _ = clamp(text, &c);
+    }
+}

@@ -384,6 +384,13 @@ impl ClampConfig {
             usize::MAX,
             "at least 2 copies",
         );
+        check(
+            "near.line_window",
+            n.line_window,
+            0,
+            16,
+            "the few-lines window holds at most 16 lines",
+        );
         if long_off {
             out.push(ClampAdjustment {
                 key: "words.long_max_period".into(),
