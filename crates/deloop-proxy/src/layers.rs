@@ -22,15 +22,31 @@ fn is_open_path(path: &str) -> bool {
     path == "/deloop/healthz"
 }
 
+/// The header LiteLLM's generic guardrail sends its configured `api_key`
+/// in. Accepted as deloop's key on the guardrail route only: nothing from
+/// that route goes upstream, so the header belongs to no one else there.
+pub const GUARDRAIL_KEY_HEADER: &str = "x-api-key";
+
 /// deloop's auth: when keys are configured, `x-deloop-key` must carry one
-/// (401 without, 403 with a wrong one).
+/// (401 without, 403 with a wrong one). On LiteLLM's guardrail route
+/// (`POST /beta/litellm_basic_guardrail_api`) `x-api-key` is read when
+/// `x-deloop-key` is absent.
 pub async fn auth(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
     if state.0.keys.is_empty() || is_open_path(req.uri().path()) {
         return next.run(req).await;
     }
     let api = Api::for_path(req.uri().path());
-    let presented = req.headers().get(KEY_HEADER).and_then(|v| v.to_str().ok());
-    match state.0.keys.check(presented) {
+    let access = {
+        let headers = req.headers();
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let presented = header(KEY_HEADER).or_else(|| {
+            (req.uri().path() == crate::litellm::PATH)
+                .then(|| header(GUARDRAIL_KEY_HEADER))
+                .flatten()
+        });
+        state.0.keys.check(presented)
+    };
+    match access {
         Access::Granted => next.run(req).await,
         Access::Missing => ProxyError::new(
             api,

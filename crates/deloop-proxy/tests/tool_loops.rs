@@ -441,3 +441,43 @@ async fn litellm_generic_guardrail_api_wire_format() {
         "{metrics}"
     );
 }
+
+/// With deloop's auth on, the guardrail route takes deloop's key in
+/// `x-deloop-key` or in `x-api-key` (where LiteLLM sends the guardrail's
+/// configured `api_key`); on the other routes `x-api-key` belongs to the
+/// upstream and is not read as deloop's key.
+#[tokio::test]
+async fn the_guardrail_route_takes_deloops_key_in_x_api_key() {
+    let fake = Fake::start(vec![]).await;
+    let proxy = start_proxy_with(
+        settings(&fake.url),
+        None,
+        deloop_server::auth::ApiKeys::parse(Some("deloop-secret"), None),
+    )
+    .await;
+    let body = json!({"texts": ["hi"], "input_type": "request", "request_data": {}});
+    let url = format!("{}/beta/litellm_basic_guardrail_api", proxy.url);
+    let status = |headers: &'static [(&'static str, &'static str)], url: String| {
+        let body = body.clone();
+        async move {
+            let mut req = client().post(url).json(&body);
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            req.send().await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(status(&[], url.clone()).await, 401);
+    assert_eq!(status(&[("x-api-key", "wrong")], url.clone()).await, 403);
+    assert_eq!(
+        status(&[("x-api-key", "deloop-secret")], url.clone()).await,
+        200
+    );
+    assert_eq!(
+        status(&[("x-deloop-key", "deloop-secret")], url.clone()).await,
+        200
+    );
+    let chat = format!("{}/v1/chat/completions", proxy.url);
+    assert_eq!(status(&[("x-api-key", "deloop-secret")], chat).await, 401);
+    assert!(fake.seen().is_empty());
+}
