@@ -11,10 +11,11 @@
 # MB and 6 minutes on 2 cores the first time (the proxy extra brings a web
 # stack, boto3, polars and others); nothing is added beyond `litellm[proxy]`.
 #
-# Why 1.106.12: the newest release whose `proxy` extra resolves on the index
-# this project uses (1.108.14 and later pin `litellm-proxy-extras` or
-# `litellm-proxy` releases it does not carry), and far from 1.107.0, the
-# release that was published compromised. Its generic guardrail
+# Why 1.106.12: a recent release whose `proxy` extra resolves on the package
+# index this project reaches (1.108.13, 1.108.14, 1.109.3 and 1.110.2 pin
+# `litellm-proxy-extras` or `litellm-proxy` releases that index does not
+# carry; 1.108.0 to 1.108.12 were not tried), and not 1.107.0, the release
+# that was published compromised. Its generic guardrail
 # (litellm/proxy/guardrails/guardrail_hooks/generic_guardrail_api/) is the
 # one docs/proxy.md describes.
 #
