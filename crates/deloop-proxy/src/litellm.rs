@@ -3,16 +3,20 @@
 //! Pure: a request value in, a response value out.
 //!
 //! The wire format (LiteLLM's `GenericGuardrailAPIRequest` /
-//! `GenericGuardrailAPIResponse`): LiteLLM posts `{texts, images?, tools?,
-//! structured_messages?, tool_calls?, request_data, input_type: "request" |
-//! "response", litellm_call_id?, litellm_trace_id?,
-//! additional_provider_specific_params}` and reads `{action: "NONE" |
-//! "BLOCKED" | "GUARDRAIL_INTERVENED", blocked_reason?, texts?}`.
+//! `GenericGuardrailAPIResponse`, checked against LiteLLM 1.106.12's proxy):
+//! LiteLLM posts `{texts, images?, tools?, structured_messages?,
+//! tool_calls?, request_data, request_headers?, input_type: "request" |
+//! "response", litellm_call_id?, litellm_trace_id?, litellm_version?,
+//! model?, additional_provider_specific_params}` and reads `{action: "NONE"
+//! | "BLOCKED" | "GUARDRAIL_INTERVENED", blocked_reason?, texts?}`.
 //!
 //! * `input_type: "response"`: every text is clamped by the loop guard; a
-//!   cut answers `GUARDRAIL_INTERVENED` with the clamped texts. When the
-//!   response's `tool_calls` come with `structured_messages` (the history),
-//!   they are judged against it; a critical one answers `BLOCKED` (with
+//!   cut answers `GUARDRAIL_INTERVENED` with the clamped texts. The
+//!   response's `tool_calls` are judged against the history: the
+//!   `structured_messages` when present, else (the proxy, through
+//!   [`guardrail_recalling`]) the history of the request with the same
+//!   `litellm_call_id`, since LiteLLM sends the history with a call's
+//!   request check only. A critical call answers `BLOCKED` (with
 //!   `proxy.tool_loops = "block"`).
 //! * `input_type: "request"`: the tool calls of `structured_messages` are
 //!   replayed as the proxy does with a chat history. The latest round at
@@ -38,6 +42,9 @@
 //! assert_eq!(out["action"], "GUARDRAIL_INTERVENED");
 //! assert!(out["texts"][0].as_str().unwrap().len() < looping.len());
 //! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 
 use deloop_core::loops::Level;
 use deloop_core::repetition::{clamp, ClampConfig};
@@ -75,6 +82,29 @@ pub fn guardrail_with_findings(
     clamp_config: &ClampConfig,
     loops: Option<(ToolLoopAction, &LoopJudge)>,
 ) -> Result<(Value, Vec<Finding>), String> {
+    answer(req, clamp_config, loops, None)
+}
+
+/// [`guardrail_with_findings`], remembering the history of a request by
+/// its `litellm_call_id` in `recent` (`cost`: the request's size in bytes),
+/// so that the response of the same call, which LiteLLM sends without the
+/// history, has its tool calls judged against it.
+pub fn guardrail_recalling(
+    req: &Value,
+    clamp_config: &ClampConfig,
+    loops: Option<(ToolLoopAction, &LoopJudge)>,
+    recent: &RecentHistories,
+    cost: usize,
+) -> Result<(Value, Vec<Finding>), String> {
+    answer(req, clamp_config, loops, Some((recent, cost)))
+}
+
+fn answer(
+    req: &Value,
+    clamp_config: &ClampConfig,
+    loops: Option<(ToolLoopAction, &LoopJudge)>,
+    recall: Option<(&RecentHistories, usize)>,
+) -> Result<(Value, Vec<Finding>), String> {
     let Some(obj) = req.as_object() else {
         return Err("the body must be a JSON object".into());
     };
@@ -98,10 +128,21 @@ pub fn guardrail_with_findings(
         }
         None => return Err("\"input_type\" is missing (\"request\" or \"response\")".into()),
     };
-    let history = match obj.get("structured_messages") {
+    let mut history = match obj.get("structured_messages") {
         Some(Value::Array(m)) => Some(History::read(api_of(m), m)),
         _ => None,
     };
+    let call_id = obj
+        .get("litellm_call_id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= MAX_CALL_ID);
+    if let (Some((recent, cost)), Some(id), Some(_)) = (recall, call_id, loops) {
+        match (input_type, &history) {
+            ("request", Some(h)) if has_calls(h) => recent.remember(id, h.clone(), cost),
+            ("response", None) => history = recent.take(id),
+            _ => {}
+        }
+    }
     let mut findings = Vec::new();
     if input_type == "response" {
         if let (Some((action, judge)), Some(h)) = (loops, &history) {
@@ -159,6 +200,112 @@ pub fn guardrail_with_findings(
     };
     findings.push(("history", round.tool, round.verdict, done));
     Ok((v, findings))
+}
+
+/// Whether the history holds a tool call (else there is nothing to judge a
+/// reply's calls against, and nothing is remembered).
+fn has_calls(h: &History) -> bool {
+    h.events
+        .iter()
+        .any(|e| matches!(e, deloop_core::loops::replay::Event::Call { .. }))
+}
+
+/// Longest `litellm_call_id` remembered (LiteLLM's are UUIDs).
+const MAX_CALL_ID: usize = 256;
+
+/// The histories of recent guardrail requests by `litellm_call_id`: LiteLLM
+/// sends `structured_messages` with a call's `pre_call` check but not with
+/// its `post_call` check, where the reply's tool calls are. Bounded: at
+/// most `max_entries` histories and `max_bytes` of requests (the oldest go
+/// first); a response takes its history out.
+#[derive(Debug)]
+pub struct RecentHistories {
+    max_entries: usize,
+    max_bytes: usize,
+    inner: Mutex<Recent>,
+}
+
+#[derive(Debug, Default)]
+struct Recent {
+    /// id -> (insertion number, cost, history).
+    map: HashMap<String, (u64, usize, History)>,
+    /// Insertion order; entries whose number no longer matches are stale.
+    order: VecDeque<(String, u64)>,
+    next: u64,
+    bytes: usize,
+}
+
+impl Default for RecentHistories {
+    /// 1,024 histories, 64 MiB.
+    fn default() -> Self {
+        RecentHistories::new(1024, 64 << 20)
+    }
+}
+
+impl RecentHistories {
+    /// A store of at most `max_entries` histories and `max_bytes` of
+    /// requests.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        RecentHistories {
+            max_entries,
+            max_bytes,
+            inner: Mutex::new(Recent::default()),
+        }
+    }
+
+    /// Remembers `history` for `id` (a request of `cost` bytes); a request
+    /// larger than the whole budget is not remembered.
+    pub fn remember(&self, id: &str, history: History, cost: usize) {
+        if self.max_entries == 0 || cost > self.max_bytes {
+            return;
+        }
+        let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let n = r.next;
+        r.next += 1;
+        if let Some((_, old, _)) = r.map.insert(id.to_string(), (n, cost, history)) {
+            r.bytes -= old;
+        }
+        r.bytes += cost;
+        r.order.push_back((id.to_string(), n));
+        while r.map.len() > self.max_entries || r.bytes > self.max_bytes {
+            let Some((key, k)) = r.order.pop_front() else {
+                break;
+            };
+            if r.map.get(&key).is_some_and(|(m, _, _)| *m == k) {
+                if let Some((_, c, _)) = r.map.remove(&key) {
+                    r.bytes -= c;
+                }
+            }
+        }
+        // Stale order entries (taken or replaced ids) are dropped once they
+        // outnumber the live ones, so the queue stays within 2 x entries.
+        if r.order.len() > 2 * r.map.len() + 16 {
+            let Recent { map, order, .. } = &mut *r;
+            order.retain(|(key, k)| map.get(key).is_some_and(|(m, _, _)| m == k));
+        }
+    }
+
+    /// Takes out the history remembered for `id`.
+    pub fn take(&self, id: &str) -> Option<History> {
+        let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, cost, h) = r.map.remove(id)?;
+        r.bytes -= cost;
+        Some(h)
+    }
+
+    /// How many histories are remembered.
+    pub fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 fn blocked(reason: String) -> Value {
@@ -257,6 +404,74 @@ mod tests {
         assert_eq!(found[0].3, "blocked");
         let v = guardrail(&req, &c, Some((ToolLoopAction::Warn, &j))).unwrap();
         assert_eq!(v["action"], "NONE");
+    }
+
+    #[test]
+    fn a_response_is_judged_against_its_requests_history() {
+        // LiteLLM's order: the request check with the history, then the
+        // response check of the same call id without it.
+        let j = judge();
+        let c = ClampConfig::default();
+        let recent = RecentHistories::default();
+        let loops = Some((ToolLoopAction::Block, &j));
+        let calls = json!([{"id": "x", "type": "function",
+            "function": {"name": "read", "arguments": "{\"path\":\"/a\"}"}}]);
+        let response = |id: &str| {
+            json!({"texts": [], "input_type": "response", "tool_calls": calls,
+                "litellm_call_id": id, "request_data": {}})
+        };
+        let req = json!({"texts": ["go"], "input_type": "request", "litellm_call_id": "a",
+            "structured_messages": history(8), "request_data": {}});
+        let (v, _) = guardrail_recalling(&req, &c, loops, &recent, 100).unwrap();
+        assert_eq!(v["action"], "GUARDRAIL_INTERVENED", "warned, not blocked");
+        assert_eq!(recent.len(), 1);
+        // Another call's response: nothing to judge against.
+        let (v, _) = guardrail_recalling(&response("b"), &c, loops, &recent, 100).unwrap();
+        assert_eq!(v["action"], "NONE");
+        let (v, found) = guardrail_recalling(&response("a"), &c, loops, &recent, 100).unwrap();
+        assert_eq!(v["action"], "BLOCKED");
+        assert_eq!(found[0].3, "blocked");
+        assert!(recent.is_empty(), "the response took the history out");
+        // The pure function remembers nothing.
+        let (v, _) = guardrail_with_findings(&response("a"), &c, loops).unwrap();
+        assert_eq!(v["action"], "NONE");
+        // A history without tool calls is not remembered.
+        let plain = json!({"texts": ["hi"], "input_type": "request", "litellm_call_id": "p",
+            "structured_messages": [{"role": "user", "content": "hi"}]});
+        guardrail_recalling(&plain, &c, loops, &recent, 10).unwrap();
+        assert!(recent.is_empty());
+    }
+
+    #[test]
+    fn recent_histories_stay_within_their_bounds() {
+        let h = History::read(Api::OpenAi, &history(2));
+        let recent = RecentHistories::new(3, 1000);
+        for i in 0..10_000 {
+            recent.remember(&format!("id{i}"), h.clone(), 10);
+            if i % 2 == 0 {
+                assert!(recent.take(&format!("id{i}")).is_some());
+            }
+            let r = recent.inner.lock().unwrap();
+            assert!(r.map.len() <= 3 && r.bytes <= 1000);
+            assert!(r.order.len() <= 2 * r.map.len() + 17, "{}", r.order.len());
+        }
+        // The newest stay, the oldest went.
+        assert!(recent.take("id9999").is_some());
+        assert!(recent.take("id9997").is_some());
+        assert!(recent.take("id1").is_none());
+        // The byte budget: a big entry pushes the old ones out; one over
+        // the whole budget is not kept.
+        recent.remember("a", h.clone(), 400);
+        recent.remember("b", h.clone(), 400);
+        recent.remember("c", h.clone(), 400);
+        assert!(recent.take("a").is_none());
+        assert_eq!(recent.len(), 2);
+        recent.remember("huge", h.clone(), 1001);
+        assert!(recent.take("huge").is_none());
+        // The same id again replaces its entry and its cost.
+        recent.remember("b", h.clone(), 100);
+        assert_eq!(recent.inner.lock().unwrap().bytes, 500);
+        assert!(RecentHistories::new(0, 10).take("x").is_none());
     }
 
     #[test]

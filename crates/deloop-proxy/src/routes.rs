@@ -89,7 +89,13 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         Ok(v) => v,
         Err(e) => return bad(format!("the guardrail request is not JSON: {e}")),
     };
-    match crate::litellm::guardrail_with_findings(&v, &state.0.clamp, state.tool_loops()) {
+    match crate::litellm::guardrail_recalling(
+        &v,
+        &state.0.clamp,
+        state.tool_loops(),
+        &state.0.recent,
+        bytes.len(),
+    ) {
         Ok((out, found)) => {
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));

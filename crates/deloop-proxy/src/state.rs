@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub permits: Arc<Semaphore>,
     /// The tool-loop check (`None`: `proxy.tool_loops = "off"`).
     pub loops: Option<(ToolLoopAction, LoopJudge)>,
+    /// The histories of LiteLLM guardrail requests, for their responses.
+    pub recent: Arc<crate::litellm::RecentHistories>,
 }
 
 impl ProxyState {
@@ -59,6 +61,7 @@ impl ProxyState {
             metrics,
             permits,
             loops,
+            recent: Arc::default(),
         })))
     }
 

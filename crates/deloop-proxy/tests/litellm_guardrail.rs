@@ -11,7 +11,10 @@
 //! * a history whose tool call starts to repeat reaches the model with
 //!   deloop's note on its last message;
 //! * a history whose tool call loops (critical) is refused by LiteLLM with
-//!   deloop's reason, and never reaches the model.
+//!   deloop's reason, and never reaches the model;
+//! * a reply that repeats the call once too often is refused with deloop's
+//!   reason: judged at `post_call` against the history of the same call's
+//!   `pre_call` (LiteLLM sends no history with a response).
 //!
 //! The guardrail authenticates to deloop with LiteLLM's own `api_key`
 //! setting (sent as `x-api-key`). LiteLLM's start-up (tens of seconds) is
@@ -147,6 +150,18 @@ async fn answer(
         .and_then(|m| m.last())
         .cloned()
         .unwrap_or(Value::Null);
+    let again = body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("again"));
+    if again && last["role"] == "tool" {
+        // The agent's model asks for the same call once more.
+        let mut reply = chat_completion(&[""]);
+        reply["choices"][0]["message"] = json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_next", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"/etc/app.toml\"}"}}]});
+        reply["choices"][0]["finish_reason"] = json!("tool_calls");
+        return Json(reply);
+    }
     let content = if last["role"] == "tool" {
         FINAL_ANSWER.to_string()
     } else if last["content"]
@@ -404,6 +419,37 @@ async fn litellm_proxy_with_deloop_as_its_guardrail() {
         "{v}\nreason: {reason}"
     );
     assert_eq!(model.seen().len(), before, "a blocked request is not sent");
+
+    // A history one round short of critical, and the model asks for the
+    // same call again: the request is warned (pre_call), the reply's call
+    // is judged against that history, which LiteLLM does not send with the
+    // response, by its call id (post_call), and blocked before the agent
+    // can run it.
+    let before = model.seen().len();
+    let mut history = repeated_history(8);
+    history[0]["content"] = json!("Find the config file again.");
+    let (status, v) = chat(&litellm, json!(history), Some(read_file_tool())).await;
+    assert_eq!(
+        model.seen().len(),
+        before + 1,
+        "the warned request was sent"
+    );
+    assert_eq!(status, 400, "{v}\n{}", litellm.log_tail());
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("[deloop loop guard] I did not run the tool call `read_file`")
+            && message.contains("The turn ends here"),
+        "{v}"
+    );
+    let metrics = deloop.state.metrics().render();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("deloop_proxy_tool_loops")
+                && l.contains(r#"source="reply""#)
+                && l.contains(r#"action="blocked""#)),
+        "the reply's block is counted: {metrics}"
+    );
 
     // Every model request went through deloop's guardrail (pre and post).
     let metrics = deloop.state.metrics().render();
