@@ -8,7 +8,7 @@
 # checkout, and reused when it is there:
 #   ${DELOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deloop}/litellm-<version>
 # Only the package registry is contacted (pip's configured index). About 750
-# MB and 6 minutes on 2 cores the first time (the proxy extra brings a web
+# MB and 6 to 7 minutes on 2 cores the first time (the proxy extra brings a web
 # stack, boto3, polars and others); nothing is added beyond `litellm[proxy]`.
 #
 # Why 1.106.12: a recent release whose `proxy` extra resolves on the package

@@ -36,18 +36,24 @@ pub async fn auth(State(state): State<ProxyState>, req: Request, next: Next) -> 
         return next.run(req).await;
     }
     let api = Api::for_path(req.uri().path());
+    let guardrail = req.uri().path() == crate::litellm::PATH;
     let access = {
         let headers = req.headers();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let presented = header(KEY_HEADER).or_else(|| {
-            (req.uri().path() == crate::litellm::PATH)
-                .then(|| header(GUARDRAIL_KEY_HEADER))
-                .flatten()
-        });
+        let presented = header(KEY_HEADER)
+            .or_else(|| guardrail.then(|| header(GUARDRAIL_KEY_HEADER)).flatten());
         state.0.keys.check(presented)
     };
     match access {
         Access::Granted => next.run(req).await,
+        Access::Missing if guardrail => ProxyError::new(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "deloop_key_missing",
+            "this deloop proxy needs deloop's API key: send it in the `x-deloop-key` or the \
+             `x-api-key` header (LiteLLM's guardrail `api_key` setting sends `x-api-key`)",
+        )
+        .into_response(),
         Access::Missing => ProxyError::new(
             api,
             StatusCode::UNAUTHORIZED,
@@ -60,7 +66,7 @@ pub async fn auth(State(state): State<ProxyState>, req: Request, next: Next) -> 
             api,
             StatusCode::FORBIDDEN,
             "deloop_key_denied",
-            "the key in `x-deloop-key` is not accepted",
+            "the key sent as deloop's key is not accepted",
         )
         .into_response(),
     }

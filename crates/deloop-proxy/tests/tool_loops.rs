@@ -468,6 +468,22 @@ async fn the_guardrail_route_takes_deloops_key_in_x_api_key() {
         }
     };
     assert_eq!(status(&[], url.clone()).await, 401);
+    let v: Value = client()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x-api-key"),
+        "{v}"
+    );
     assert_eq!(status(&[("x-api-key", "wrong")], url.clone()).await, 403);
     assert_eq!(
         status(&[("x-api-key", "deloop-secret")], url.clone()).await,
