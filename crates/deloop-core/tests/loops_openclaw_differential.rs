@@ -677,17 +677,8 @@ fn workspace() -> PathBuf {
 fn openclaw_dir() -> Result<PathBuf, String> {
     let dir = match std::env::var_os("DELOOP_OPENCLAW_DIR") {
         Some(d) => PathBuf::from(d),
-        None => {
-            let cache = match std::env::var_os("DELOOP_CACHE") {
-                Some(c) => PathBuf::from(c),
-                None => match std::env::var_os("XDG_CACHE_HOME") {
-                    Some(x) => PathBuf::from(x).join("deloop"),
-                    None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                        .join(".cache/deloop"),
-                },
-            };
-            cache.join(format!("openclaw-{OPENCLAW_VERSION}/node_modules/openclaw"))
-        }
+        None => deloop_testdata::cache_dir()
+            .join(format!("openclaw-{OPENCLAW_VERSION}/node_modules/openclaw")),
     };
     if !dir.join("package.json").is_file() {
         return Err(format!(

@@ -54,12 +54,7 @@ fn litellm() -> PathBuf {
     if let Some(p) = std::env::var_os("DELOOP_LITELLM") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("DELOOP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("deloop")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/deloop")))
-        .unwrap_or_else(|| PathBuf::from(".cache/deloop"));
-    cache.join(format!("litellm-{LITELLM}/bin/litellm"))
+    deloop_testdata::cache_dir().join(format!("litellm-{LITELLM}/bin/litellm"))
 }
 
 /// Present when the program is there with the pinned version's generic

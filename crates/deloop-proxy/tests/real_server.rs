@@ -32,8 +32,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -600,38 +598,11 @@ async fn smollm2_tools_and_tool_call_history_pass_through_unchanged() {
 
 // --- The official OpenAI SDK ---------------------------------------------
 
-const OPENAI: &str = "3.57.0";
-const ANTHROPIC: &str = "2.15.0";
-
-/// The venv of `scripts/setup-proxy-clients.sh` (as `sdk_clients.rs`).
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("DELOOP_PROXY_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("DELOOP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("deloop")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/deloop")))
-        .unwrap_or_else(|| PathBuf::from(".cache/deloop"));
-    cache.join(format!(
-        "proxy-clients-openai{OPENAI}-anthropic{ANTHROPIC}/bin/python"
-    ))
-}
-
-fn sdks_present(python: &PathBuf) -> bool {
-    std::process::Command::new(python)
-        .args(["-c", "import openai, anthropic"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_through_the_proxy_to_llama_server() {
-    let python = python();
+    let python = sdk::python();
     if !deloop_testdata::real_component(
-        sdks_present(&python),
+        sdk::present(&python),
         "real_server::sdks (openai and anthropic Python SDKs)",
         "bash scripts/setup-proxy-clients.sh",
     ) {
@@ -644,37 +615,19 @@ async fn official_sdks_through_the_proxy_to_llama_server() {
     let proxy = start_proxy(&server.base_url()).await;
     let looping = recorded(SMOLLM2_LOOP);
     let healthy = recorded(SMOLLM2_HEALTHY[0]);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/real_server_client.py");
-    let mut cmd = tokio::process::Command::new(&python);
-    cmd.arg(&script)
-        .arg(&proxy.url)
-        .arg(&looping.prompt)
-        .arg(&healthy.prompt)
-        .arg(SMOLLM2_MAX_TOKENS.to_string())
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(600), cmd.output())
-        .await
-        .expect("the SDK script finishes")
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    eprintln!("{stdout}");
-    let results: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let get = |name: &str| -> &Value {
-        let r = results
-            .iter()
-            .find(|r| r["scenario"] == name)
-            .unwrap_or_else(|| panic!("no result for {name}:\n{stdout}\n{stderr}"));
-        assert!(r.get("unexpected").is_none(), "{name}: {r}");
-        r
-    };
+    let results = sdk::run(
+        &python,
+        "real_server_client.py",
+        &[
+            proxy.url.to_string(),
+            looping.prompt.to_string(),
+            healthy.prompt.to_string(),
+            SMOLLM2_MAX_TOKENS.to_string(),
+        ],
+        Duration::from_secs(600),
+    )
+    .await;
+    let get = |name: &str| results.get(name);
 
     let r = get("looping_stream_with_usage");
     assert_cut_within_bound(SMOLLM2_LOOP, r["text"].as_str().unwrap(), &looping);

@@ -12,38 +12,10 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
 use serde_json::{json, Value};
-
-const OPENAI: &str = "3.57.0";
-const ANTHROPIC: &str = "2.15.0";
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("DELOOP_PROXY_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let cache = std::env::var_os("DELOOP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("deloop")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/deloop")))
-        .unwrap_or_else(|| PathBuf::from(".cache/deloop"));
-    cache.join(format!(
-        "proxy-clients-openai{OPENAI}-anthropic{ANTHROPIC}/bin/python"
-    ))
-}
-
-fn sdks_present(python: &PathBuf) -> bool {
-    std::process::Command::new(python)
-        .args(["-c", "import openai, anthropic"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn looping_chat() -> Reply {
     Reply::Loop {
@@ -85,9 +57,9 @@ fn tool_call_stream() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_through_the_proxy() {
-    let python = python();
+    let python = sdk::python();
     if !deloop_testdata::real_component(
-        sdks_present(&python),
+        sdk::present(&python),
         "sdk_clients (openai and anthropic Python SDKs)",
         "bash scripts/setup-proxy-clients.sh",
     ) {
@@ -147,34 +119,14 @@ async fn official_sdks_through_the_proxy() {
     ])
     .await;
     let proxy = start_proxy(&fake.url).await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk_client.py");
-    let mut cmd = tokio::process::Command::new(&python);
-    cmd.arg(&script)
-        .arg(&proxy.url)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(300), cmd.output())
-        .await
-        .expect("the SDK script finishes")
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    eprintln!("{stdout}");
-    let results: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let get = |name: &str| -> &Value {
-        let r = results
-            .iter()
-            .find(|r| r["scenario"] == name)
-            .unwrap_or_else(|| panic!("no result for {name}:\n{stdout}\n{stderr}"));
-        assert!(r.get("unexpected").is_none(), "{name}: {r}");
-        r
-    };
+    let results = sdk::run(
+        &python,
+        "sdk_client.py",
+        &[proxy.url.to_string()],
+        Duration::from_secs(300),
+    )
+    .await;
+    let get = |name: &str| results.get(name);
 
     let r = get("openai_healthy_stream");
     assert_eq!(r["text"], healthy.as_str());

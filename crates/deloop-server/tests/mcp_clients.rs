@@ -29,12 +29,7 @@ fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("DELOOP_MCP_PYTHON") {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("DELOOP_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("deloop")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/deloop")))
-        .unwrap_or_else(|| PathBuf::from(".cache/deloop"));
-    cache.join(format!("mcp-client-{SDK_VERSION}/bin/python"))
+    deloop_testdata::cache_dir().join(format!("mcp-client-{SDK_VERSION}/bin/python"))
 }
 
 fn sdk_present(python: &PathBuf) -> bool {

@@ -25,6 +25,20 @@ use std::path::{Path, PathBuf};
 
 pub mod llama;
 
+/// The folder where the setup scripts cache what they install outside the
+/// checkout: `$DELOOP_CACHE`, else `$XDG_CACHE_HOME/deloop`, else
+/// `~/.cache/deloop` (the same rule as `scripts/setup-*.sh`).
+pub fn cache_dir() -> PathBuf {
+    match (
+        std::env::var_os("DELOOP_CACHE"),
+        std::env::var_os("XDG_CACHE_HOME"),
+    ) {
+        (Some(d), _) if !d.is_empty() => PathBuf::from(d),
+        (_, Some(x)) if !x.is_empty() => PathBuf::from(x).join("deloop"),
+        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/deloop"),
+    }
+}
+
 /// The repository's root folder.
 ///
 /// Found at run time from `CARGO_MANIFEST_DIR`, which `cargo test` sets to

@@ -191,15 +191,7 @@ impl Drop for LlamaServer {
 
 /// The env file written by the setup scripts.
 pub fn env_file() -> PathBuf {
-    let cache = match (
-        std::env::var_os("DELOOP_CACHE"),
-        std::env::var_os("XDG_CACHE_HOME"),
-    ) {
-        (Some(d), _) if !d.is_empty() => PathBuf::from(d),
-        (_, Some(x)) if !x.is_empty() => PathBuf::from(x).join("deloop"),
-        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/deloop"),
-    };
-    cache.join("llama.env")
+    crate::cache_dir().join("llama.env")
 }
 
 /// `key` from the environment, else from [`env_file`]; `None` when unset

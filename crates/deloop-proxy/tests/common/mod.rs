@@ -4,6 +4,8 @@
 //! notices when a stream's client (the proxy) goes away.
 #![allow(dead_code)]
 
+pub mod sdk;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
