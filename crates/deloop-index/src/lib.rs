@@ -28,8 +28,8 @@ pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{cosine, find_minilm_dir, EmbedError, Embedder, MiniLm, MINILM_DIR_ENV};
 pub use ingest::{IndexStats, Progress};
 pub use search::{
-    fts_query, reciprocal_rank_fusion, ChunkMatch, Retrieval, SearchOutcome, SearchRequest,
-    DEFAULT_RRF_K,
+    fts_query, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion, ChunkMatch, PassageRanking,
+    Retrieval, SearchOutcome, SearchRequest, DEFAULT_RRF_K,
 };
 pub use store::{EmbedderInfo, Index, IndexOptions, IndexSummary, Stemmer, SCHEMA_VERSION};
 

@@ -1,5 +1,6 @@
 //! Retrieval: FTS5/BM25 lexical search, exact cosine vector search, and
-//! reciprocal rank fusion of both, with a lexical fallback.
+//! reciprocal rank fusion of both, with a lexical fallback. A HyDE passage
+//! may add its own ranking to the fusion ([`PassageRanking`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,6 +71,9 @@ pub struct SearchRequest {
     /// Extra text for the lexical query (a HyDE passage): its terms are
     /// OR-ed with the question's.
     pub expansion: Option<String>,
+    /// A HyDE passage ranked on its own and fused with the question's
+    /// rankings by weighted RRF (HyDE `fused`), instead of changing them.
+    pub passage: Option<PassageRanking>,
     /// How many matches to return.
     pub k: usize,
     /// Which retrieval to run.
@@ -84,11 +88,31 @@ impl Default for SearchRequest {
             text: String::new(),
             vector: None,
             expansion: None,
+            passage: None,
             k: 10,
             mode: Retrieval::Hybrid,
             rrf_k: DEFAULT_RRF_K,
         }
     }
+}
+
+/// A HyDE passage's own ranking, one more list in the reciprocal rank
+/// fusion. Its vector ranking joins hybrid and vector searches (the
+/// question's lexical and vector rankings are left as they are); when the
+/// search is lexical, or falls back to lexical, its lexical ranking joins
+/// instead. Each list adds `weight / (rrf_k + rank)` to a chunk's score, so
+/// the passage moves any chunk's score by at most `weight / (rrf_k + 1)`:
+/// a bad passage can only reorder chunks whose scores from the question
+/// are that close.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassageRanking {
+    /// The passage text (for the lexical ranking).
+    pub text: String,
+    /// The passage's embedding (for the vector ranking); without it, hybrid
+    /// and vector searches ignore the passage.
+    pub vector: Option<Vec<f32>>,
+    /// The list's weight in the fusion; the question's lists weigh 1.
+    pub weight: f32,
 }
 
 /// One retrieved chunk.
@@ -103,7 +127,7 @@ pub struct ChunkMatch {
     /// The source file path (or BEIR doc id).
     pub source: String,
     /// The score: `-bm25` for lexical, cosine for vector, the RRF sum for
-    /// hybrid. Higher is better.
+    /// hybrid and for any search with a [`PassageRanking`]. Higher is better.
     pub score: f32,
     /// First line in the source (1-based).
     pub start_line: usize,
@@ -143,12 +167,17 @@ impl Index {
                     _ => "the index holds no vectors".to_string(),
                 });
             } else if let Some(v) = &req.vector {
-                if v.len() != have.dim {
-                    return Err(Error::BadInput(format!(
-                        "query vector has {} dimensions, the index's vectors have {}",
-                        v.len(),
-                        have.dim
-                    )));
+                let passage = req.passage.as_ref().and_then(|p| p.vector.as_ref());
+                for (what, v) in
+                    std::iter::once(("query", v)).chain(passage.map(|p| ("passage", p)))
+                {
+                    if v.len() != have.dim {
+                        return Err(Error::BadInput(format!(
+                            "{what} vector has {} dimensions, the index's vectors have {}",
+                            v.len(),
+                            have.dim
+                        )));
+                    }
                 }
             } else {
                 fallback = Some("no query vector (no embedder available)".to_string());
@@ -157,14 +186,44 @@ impl Index {
                 mode = Retrieval::Lexical;
             }
         }
-        let ranked: Vec<(i64, f32)> = match mode {
-            Retrieval::Lexical => self.lexical(&req.text, req.expansion.as_deref(), k)?,
-            Retrieval::Vector => self.vector(req.vector.as_deref().unwrap_or(&[]), k)?,
-            Retrieval::Hybrid => {
-                let depth = k.max(MIN_FUSION_DEPTH);
-                let lex = self.lexical(&req.text, req.expansion.as_deref(), depth)?;
-                let vec = self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?;
-                let mut fused = reciprocal_rank_fusion(&[&lex, &vec], req.rrf_k);
+        if let Some(p) = &req.passage {
+            if !(p.weight.is_finite() && p.weight >= 0.0) {
+                return Err(Error::BadInput(format!(
+                    "the passage ranking's weight {} is not a finite number >= 0",
+                    p.weight
+                )));
+            }
+        }
+        let depth = k.max(MIN_FUSION_DEPTH);
+        // The passage's own list, when it joins this search.
+        let passage = match (&req.passage, mode) {
+            (None, _) => None,
+            (Some(p), Retrieval::Lexical) => Some((self.lexical(&p.text, None, depth)?, p.weight)),
+            (Some(p), _) => match &p.vector {
+                Some(v) => Some((self.vector(v, depth)?, p.weight)),
+                None => None,
+            },
+        };
+        let ranked: Vec<(i64, f32)> = match (mode, passage) {
+            (Retrieval::Lexical, None) => self.lexical(&req.text, req.expansion.as_deref(), k)?,
+            (Retrieval::Vector, None) => self.vector(req.vector.as_deref().unwrap_or(&[]), k)?,
+            (mode, passage) => {
+                let question = match mode {
+                    Retrieval::Vector => {
+                        self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?
+                    }
+                    _ => self.lexical(&req.text, req.expansion.as_deref(), depth)?,
+                };
+                let mut lists = vec![(question.as_slice(), 1.0)];
+                let vec;
+                if mode == Retrieval::Hybrid {
+                    vec = self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?;
+                    lists.push((vec.as_slice(), 1.0));
+                }
+                if let Some((list, weight)) = &passage {
+                    lists.push((list.as_slice(), *weight));
+                }
+                let mut fused = weighted_reciprocal_rank_fusion(&lists, req.rrf_k);
                 fused.truncate(k);
                 fused
             }
@@ -316,10 +375,29 @@ pub fn fts_query(text: &str, expansion: Option<&str>) -> Option<String> {
 /// assert_eq!(fused[0].0, 2);
 /// ```
 pub fn reciprocal_rank_fusion(lists: &[&[(i64, f32)]], rrf_k: f32) -> Vec<(i64, f32)> {
+    let weighted: Vec<(&[(i64, f32)], f32)> = lists.iter().map(|l| (*l, 1.0)).collect();
+    weighted_reciprocal_rank_fusion(&weighted, rrf_k)
+}
+
+/// Weighted reciprocal rank fusion: each list contributes
+/// `weight / (rrf_k + rank)` (rank from 1) to the ids it holds; with every
+/// weight 1 it is [`reciprocal_rank_fusion`]. Returns ids by fused score,
+/// best first (ties by smaller id).
+///
+/// ```
+/// let question = [(1, 9.0), (2, 8.0)];
+/// let passage = [(2, 0.9), (3, 0.8)];
+/// let fused = deloop_index::weighted_reciprocal_rank_fusion(&[(&question, 1.0), (&passage, 0.5)], 60.0);
+/// assert_eq!(fused.iter().map(|f| f.0).collect::<Vec<_>>(), [2, 1, 3]);
+/// ```
+pub fn weighted_reciprocal_rank_fusion(
+    lists: &[(&[(i64, f32)], f32)],
+    rrf_k: f32,
+) -> Vec<(i64, f32)> {
     let mut scores: HashMap<i64, f32> = HashMap::new();
-    for list in lists {
+    for &(list, weight) in lists {
         for (rank, &(id, _)) in list.iter().enumerate() {
-            *scores.entry(id).or_insert(0.0) += 1.0 / (rrf_k + rank as f32 + 1.0);
+            *scores.entry(id).or_insert(0.0) += weight / (rrf_k + rank as f32 + 1.0);
         }
     }
     let mut fused: Vec<(i64, f32)> = scores.into_iter().collect();
@@ -342,6 +420,77 @@ mod tests {
         assert!((f[0].1 - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-6);
         assert!((f[1].1 - 2.0 / 63.0).abs() < 1e-6);
         assert!(reciprocal_rank_fusion(&[], 60.0).is_empty());
+    }
+
+    #[test]
+    fn weighted_rrf_scales_each_list() {
+        let q = [(1, 0.0), (2, 0.0)];
+        let p = [(3, 0.0), (2, 0.0)];
+        let f = weighted_reciprocal_rank_fusion(&[(&q, 1.0), (&p, 0.5)], 60.0);
+        assert_eq!(f.iter().map(|x| x.0).collect::<Vec<_>>(), [2, 1, 3]);
+        assert!((f[0].1 - (1.0 / 62.0 + 0.5 / 62.0)).abs() < 1e-7);
+        assert!((f[2].1 - 0.5 / 61.0).abs() < 1e-7);
+        // Weight 0: the list changes nothing (but its ids are kept, last).
+        let f = weighted_reciprocal_rank_fusion(&[(&q, 1.0), (&p, 0.0)], 60.0);
+        assert_eq!(f.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 2, 3]);
+        // All weights 1: plain RRF.
+        assert_eq!(
+            weighted_reciprocal_rank_fusion(&[(&q, 1.0), (&p, 1.0)], 60.0),
+            reciprocal_rank_fusion(&[&q, &p], 60.0)
+        );
+    }
+
+    /// Distinct ids, in a random order: one ranked list.
+    fn ranking() -> impl proptest::strategy::Strategy<Value = Vec<(i64, f32)>> {
+        use proptest::prelude::*;
+        proptest::sample::subsequence((0..40i64).collect::<Vec<_>>(), 0..40)
+            .prop_shuffle()
+            .prop_map(|ids| ids.into_iter().map(|id| (id, 0.0)).collect())
+    }
+
+    proptest::proptest! {
+        /// The invariant that makes HyDE `fused` safe: a passage list of
+        /// weight `w` adds at most `w / (rrf_k + 1)` to any score, so whatever
+        /// it ranks, it cannot reorder two chunks whose scores from the
+        /// question's lists differ by more than that. In particular, with
+        /// `w < 1`, no chunk that only the passage finds can outrank the
+        /// question's best chunk.
+        #[test]
+        fn a_passage_list_reorders_only_close_scores(
+            lex in ranking(),
+            vec in ranking(),
+            passage in ranking(),
+            w in 0.0f32..=1.0,
+            rrf_k in 1.0f32..100.0,
+        ) {
+            let plain = weighted_reciprocal_rank_fusion(&[(&lex, 1.0), (&vec, 1.0)], rrf_k);
+            let fused = weighted_reciprocal_rank_fusion(
+                &[(&lex, 1.0), (&vec, 1.0), (&passage, w)],
+                rrf_k,
+            );
+            let plain_score: HashMap<i64, f32> = plain.iter().copied().collect();
+            let fused_rank: HashMap<i64, usize> =
+                fused.iter().enumerate().map(|(r, &(id, _))| (id, r)).collect();
+            let bound = w / (rrf_k + 1.0);
+            let eps = 1e-5;
+            for &(d, sd) in &plain {
+                for &(e, se) in &plain {
+                    if sd - se > bound + eps {
+                        proptest::prop_assert!(fused_rank[&d] < fused_rank[&e],
+                            "{} (score {}) fell below {} (score {}), bound {}", d, sd, e, se, bound);
+                    }
+                }
+            }
+            if let Some(&(best, best_score)) = plain.first() {
+                for &(id, _) in &passage {
+                    if !plain_score.contains_key(&id) && w < 1.0 - eps
+                        && best_score >= 1.0 / (rrf_k + 1.0) - eps
+                    {
+                        proptest::prop_assert!(fused_rank[&best] < fused_rank[&id]);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use deloop_index::{
-    EmbedError, Embedder, Error, Index, IndexOptions, Progress, Retrieval, SearchRequest, Stemmer,
+    EmbedError, Embedder, Error, Index, IndexOptions, PassageRanking, Progress, Retrieval,
+    SearchRequest, Stemmer,
 };
 
 /// A deterministic toy embedder: hashed bag of lowercase words.
@@ -336,6 +337,103 @@ fn vector_and_hybrid_search_with_an_embedder() {
         ..req
     };
     assert!(index.search(&req).is_err());
+}
+
+#[test]
+fn a_passage_ranking_joins_the_fusion_in_every_mode() {
+    let d = docs();
+    let toy = Toy { id: "toy", dim: 64 };
+    let mut index = Index::open(&d.path().join("v.db")).unwrap();
+    index
+        .index_paths(&[d.path().to_path_buf()], Some(&toy), &mut |_| {})
+        .unwrap();
+    let q = "follow the emailed link";
+    let bad = "cambiar contraseña ajustes recuperación enlace olvidaste";
+    let passage = |weight: f32, vector: bool| PassageRanking {
+        text: bad.into(),
+        vector: vector.then(|| toy.embed(&[bad]).unwrap().remove(0)),
+        weight,
+    };
+    let sources = |req: &SearchRequest| -> Vec<String> {
+        let got = index.search(req).unwrap();
+        got.matches.iter().map(|m| m.source.clone()).collect()
+    };
+    for mode in [Retrieval::Lexical, Retrieval::Vector, Retrieval::Hybrid] {
+        let plain = SearchRequest {
+            text: q.into(),
+            vector: toy.embed(&[q]).unwrap().pop(),
+            k: 3,
+            mode,
+            ..Default::default()
+        };
+        let first = sources(&plain);
+        assert!(first[0].ends_with("reset.txt"), "{mode:?}: {first:?}");
+        // A passage about another document, fused with weight 1 or less:
+        // the question's first match stays first.
+        for w in [0.5, 1.0] {
+            let req = SearchRequest {
+                passage: Some(passage(w, true)),
+                ..plain.clone()
+            };
+            let got = sources(&req);
+            assert_eq!(got[0], first[0], "{mode:?} w={w}: {got:?}");
+            assert!(
+                got.iter().any(|s| s.contains("cuenta")),
+                "{mode:?}: {got:?}"
+            );
+            // Weight 0: the passage's chunks come last, the order is the question's.
+            let zero = SearchRequest {
+                passage: Some(passage(0.0, true)),
+                ..plain.clone()
+            };
+            let got = sources(&zero);
+            assert_eq!(
+                got[..first.len().min(got.len())],
+                first[..first.len().min(got.len())],
+                "{mode:?}"
+            );
+        }
+        // Scores of a fused search are RRF sums.
+        let req = SearchRequest {
+            passage: Some(passage(1.0, true)),
+            ..plain.clone()
+        };
+        let top = index.search(&req).unwrap().matches[0].score;
+        assert!(top > 0.0 && top <= 3.0 / 61.0 + 1e-6, "{mode:?}: {top}");
+    }
+    // The passage's vector must have the index's dimension, and its weight
+    // must be a number >= 0.
+    let mut wrong = passage(1.0, true);
+    wrong.vector = Some(vec![1.0; 3]);
+    let req = SearchRequest {
+        text: q.into(),
+        vector: toy.embed(&[q]).unwrap().pop(),
+        passage: Some(wrong),
+        ..Default::default()
+    };
+    let err = index.search(&req).unwrap_err().to_string();
+    assert!(err.contains("passage vector has 3 dimensions"), "{err}");
+    for w in [f32::NAN, -1.0, f32::INFINITY] {
+        let req = SearchRequest {
+            text: q.into(),
+            passage: Some(passage(w, false)),
+            mode: Retrieval::Lexical,
+            ..Default::default()
+        };
+        assert!(index.search(&req).is_err(), "weight {w}");
+    }
+    // Without a vector for the passage, hybrid search ignores it.
+    let plain = SearchRequest {
+        text: q.into(),
+        vector: toy.embed(&[q]).unwrap().pop(),
+        k: 3,
+        ..Default::default()
+    };
+    let with = SearchRequest {
+        passage: Some(passage(1.0, false)),
+        ..plain.clone()
+    };
+    assert_eq!(sources(&with), sources(&plain));
 }
 
 #[test]
