@@ -55,6 +55,7 @@ pub const ENV_VARS: &[&str] = &[
     "DELOOP_RETRIEVAL",
     "DELOOP_HYDE",
     "DELOOP_HYDE_QUERY_VECTOR",
+    "DELOOP_HYDE_FUSED_WEIGHT",
     "DELOOP_STREAM",
     "DELOOP_LLM_TIMEOUT",
 ];
@@ -149,11 +150,19 @@ pub struct OracleSection {
     pub retrieval: String,
     /// Use HyDE for retrieval when an LLM is configured (`DELOOP_HYDE`; false).
     pub hyde: bool,
-    /// HyDE query vector: `average` (default) or `concat`
+    /// How the HyDE passage joins retrieval: `fused` (default: its own
+    /// ranking fused by RRF), `average` or `concat` (the query vector)
     /// (`DELOOP_HYDE_QUERY_VECTOR`).
     pub hyde_query_vector: String,
+    /// The weight of the HyDE passage's ranking in `fused` mode, against 1
+    /// for each of the question's rankings (`DELOOP_HYDE_FUSED_WEIGHT`; 1.0).
+    pub hyde_fused_weight: f32,
     /// HyDE call timeout in seconds (15).
     pub hyde_timeout_secs: u64,
+    /// Sampling temperature of the HyDE call (1.0, the seed's; 0 is greedy).
+    pub hyde_temperature: f32,
+    /// Output token limit of the HyDE call (220, the seed's).
+    pub hyde_max_output_tokens: u32,
     /// Answer call timeout in seconds, retries included (`DELOOP_LLM_TIMEOUT`; 60).
     pub timeout_secs: u64,
     /// Output token limit of the answer (2048).
@@ -175,8 +184,14 @@ impl Default for OracleSection {
             hyde: false,
             // deloop-oracle's `QueryVectorMode::default()` (a test there
             // checks that the two agree).
-            hyde_query_vector: "average".into(),
+            hyde_query_vector: "fused".into(),
+            // deloop-oracle's `DEFAULT_FUSED_WEIGHT` (checked there too).
+            hyde_fused_weight: 1.0,
             hyde_timeout_secs: 15,
+            // deloop-oracle's `HydeParams::default()` (a test there checks
+            // that they agree).
+            hyde_temperature: 1.0,
+            hyde_max_output_tokens: 220,
             timeout_secs: 60,
             max_output_tokens: 2048,
             temperature: 0.4,
@@ -339,6 +354,13 @@ impl Config {
         if let Some(v) = get("DELOOP_HYDE_QUERY_VECTOR") {
             self.oracle.hyde_query_vector = v.to_string();
         }
+        if let Some(v) = get("DELOOP_HYDE_FUSED_WEIGHT") {
+            self.oracle.hyde_fused_weight = v.parse().map_err(|_| ConfigError::Env {
+                var: "DELOOP_HYDE_FUSED_WEIGHT",
+                value: v.to_owned(),
+                expected: "a number (the weight of the HyDE ranking)",
+            })?;
+        }
         if let Some(v) = get("DELOOP_STREAM") {
             self.oracle.stream = parse_bool("DELOOP_STREAM", v)?;
         }
@@ -415,7 +437,8 @@ mod tests {
         std::fs::write(
             dir.path().join("deloop.toml"),
             "[llm]\nmodel = \"file-model\"\n[index]\ndb = \"file.db\"\n\
-             [oracle]\nmode = \"help\"\nhyde = true\nk = 3\n[guards]\nmin_answer_chars = 30\n\
+             [oracle]\nmode = \"help\"\nhyde = true\nk = 3\nhyde_temperature = 0.0\n\
+             hyde_max_output_tokens = 64\nhyde_fused_weight = 0.5\n[guards]\nmin_answer_chars = 30\n\
              [guards.clamp.words]\nmin_run = 20\n[server]\n",
         )
         .unwrap();
@@ -423,6 +446,10 @@ mod tests {
         assert_eq!(c.llm.model.as_deref(), Some("file-model"));
         assert_eq!(c.oracle.mode, "help");
         assert!(c.oracle.hyde);
+        assert_eq!(c.oracle.hyde_temperature, 0.0);
+        assert_eq!(c.oracle.hyde_max_output_tokens, 64);
+        assert_eq!(c.oracle.hyde_fused_weight, 0.5);
+        assert_eq!(c.oracle.hyde_query_vector, "fused");
         assert_eq!(c.guards.min_answer_chars, 30);
         assert_eq!(c.guards.clamp.words.min_run, 20);
         assert_eq!(
@@ -438,12 +465,16 @@ mod tests {
                 ("DELOOP_MODEL", "env-model"),
                 ("DELOOP_DB", "env.db"),
                 ("DELOOP_HYDE", "false"),
+                ("DELOOP_HYDE_QUERY_VECTOR", "average"),
+                ("DELOOP_HYDE_FUSED_WEIGHT", "0.25"),
             ]),
             dir.path(),
         )
         .unwrap();
         assert_eq!(c.llm.model.as_deref(), Some("env-model"));
         assert!(!c.oracle.hyde);
+        assert_eq!(c.oracle.hyde_query_vector, "average");
+        assert_eq!(c.oracle.hyde_fused_weight, 0.25);
         assert_eq!(
             c.db_path(Some(Path::new("flag.db"))).path,
             PathBuf::from("flag.db")
@@ -478,6 +509,16 @@ mod tests {
         let err =
             Config::load_with(None, &env(&[("DELOOP_LLM_TIMEOUT", "1m")]), dir.path()).unwrap_err();
         assert!(err.to_string().contains("DELOOP_LLM_TIMEOUT"), "{err}");
+        let err = Config::load_with(
+            None,
+            &env(&[("DELOOP_HYDE_FUSED_WEIGHT", "half")]),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("DELOOP_HYDE_FUSED_WEIGHT"),
+            "{err}"
+        );
         let err =
             Config::load_with(None, &env(&[("DELOOP_LLM_PROVIDER", "x")]), dir.path()).unwrap_err();
         assert!(err.to_string().contains("DELOOP_LLM_PROVIDER"), "{err}");

@@ -139,7 +139,7 @@ mod tests {
             &crate::retrieve::RetrieveOptions {
                 mode,
                 k: 5,
-                query_vector: crate::hyde::QueryVectorMode::Average,
+                hyde: crate::retrieve::HydeJoin::default(),
             },
             Some(root),
         )

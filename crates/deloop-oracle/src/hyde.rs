@@ -8,10 +8,14 @@
 //!   used as plain text (the seed's behaviour), both through the loop guard.
 //! * On any error, timeout or empty passage, retrieval falls back to the
 //!   plain question ([`HydeOutcome::fallback_reason`]).
-//! * Query vector ([`QueryVectorMode`]): `concat` embeds
-//!   `"question\n\npassage"` (the seed); `average` embeds both separately and
-//!   takes the re-normalised mean (the HyDE paper, LlamaIndex).
-//! * Lexical retrieval: the passage expands the query text.
+//! * How the passage joins retrieval ([`QueryVectorMode`]): `fused` (the
+//!   default) ranks the passage on its own and fuses that ranking with the
+//!   question's lexical and vector rankings by reciprocal rank fusion, so a
+//!   bad passage costs little (issue 12 §5b; docs/retrieval.md); `average`
+//!   embeds both separately and takes the re-normalised mean (the HyDE
+//!   paper, LlamaIndex); `concat` embeds `"question\n\npassage"` (the seed).
+//! * Lexical retrieval: with `average` and `concat` the passage expands the
+//!   query text; with `fused` the passage's lexical ranking is fused.
 //! * Passages are cached per model and question ([`PassageCache`]).
 
 use std::time::Duration;
@@ -50,33 +54,97 @@ impl Default for HydeParams {
     }
 }
 
-/// How the question and the hypothetical passage become one query vector.
+/// The highest `[oracle] hyde_temperature` accepted.
+pub const MAX_HYDE_TEMPERATURE: f32 = 2.0;
+/// The highest `[oracle] hyde_max_output_tokens` accepted (a passage is
+/// cut at [`MAX_PASSAGE_CHARS`] anyway).
+pub const MAX_HYDE_OUTPUT_TOKENS: u32 = 2048;
+
+impl HydeParams {
+    /// The parameters of the `[oracle]` section: `hyde_timeout_secs`,
+    /// `hyde_temperature` (0 to 2; 0 is greedy) and `hyde_max_output_tokens`
+    /// (1 to 2048); top-p and top-k keep the seed's values. An out-of-range
+    /// value is an error that names its key.
+    ///
+    /// ```
+    /// let mut config = deloop_config::Config::default();
+    /// config.oracle.hyde_temperature = 0.0;
+    /// let p = deloop_oracle::hyde::HydeParams::from_config(&config).unwrap();
+    /// assert_eq!(p.temperature, 0.0);
+    /// config.oracle.hyde_max_output_tokens = 0;
+    /// assert!(deloop_oracle::hyde::HydeParams::from_config(&config).is_err());
+    /// ```
+    pub fn from_config(
+        config: &deloop_config::Config,
+    ) -> Result<HydeParams, deloop_config::ConfigError> {
+        let o = &config.oracle;
+        if !(o.hyde_temperature.is_finite()
+            && (0.0..=MAX_HYDE_TEMPERATURE).contains(&o.hyde_temperature))
+        {
+            return Err(deloop_config::ConfigError::invalid(
+                "hyde_temperature",
+                o.hyde_temperature.to_string(),
+                format!("a temperature from 0 to {MAX_HYDE_TEMPERATURE}"),
+            ));
+        }
+        if !(1..=MAX_HYDE_OUTPUT_TOKENS).contains(&o.hyde_max_output_tokens) {
+            return Err(deloop_config::ConfigError::invalid(
+                "hyde_max_output_tokens",
+                o.hyde_max_output_tokens.to_string(),
+                format!("a number of tokens from 1 to {MAX_HYDE_OUTPUT_TOKENS}"),
+            ));
+        }
+        Ok(HydeParams {
+            temperature: o.hyde_temperature,
+            max_output_tokens: o.hyde_max_output_tokens,
+            timeout: config.hyde_timeout(),
+            ..HydeParams::default()
+        })
+    }
+}
+
+/// The weight of the passage's ranking in `fused` mode, against 1 for each
+/// of the question's rankings (`[oracle] hyde_fused_weight`). The choice is
+/// measured in docs/retrieval.md.
+pub const DEFAULT_FUSED_WEIGHT: f32 = 1.0;
+/// The highest `[oracle] hyde_fused_weight` accepted.
+pub const MAX_FUSED_WEIGHT: f32 = 4.0;
+
+/// How the hypothetical passage joins retrieval (`[oracle]
+/// hyde_query_vector`, `DELOOP_HYDE_QUERY_VECTOR`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum QueryVectorMode {
     /// Embed `"question\n\npassage"` as one text (the seed's `buildQueryVec`).
     Concat,
     /// Embed question and passage separately and take the re-normalised
-    /// mean (the HyDE paper and LlamaIndex). The default: see
-    /// docs/oracle.md for the reason.
-    #[default]
+    /// mean (the HyDE paper and LlamaIndex).
     Average,
+    /// Leave the question's rankings as they are and fuse the passage's own
+    /// ranking with them by reciprocal rank fusion
+    /// ([`deloop_index::PassageRanking`]). The default: a weak model's
+    /// passage cannot pull the query away from the answer (measured in
+    /// docs/retrieval.md).
+    #[default]
+    Fused,
 }
 
 impl QueryVectorMode {
-    /// `concat` or `average`.
+    /// `concat`, `average` or `fused`.
     pub fn as_str(self) -> &'static str {
         match self {
             QueryVectorMode::Concat => "concat",
             QueryVectorMode::Average => "average",
+            QueryVectorMode::Fused => "fused",
         }
     }
 
-    /// Parses `concat` or `average` (any case).
+    /// Parses `concat`, `average` (or `mean`) or `fused` (or `rrf`), any case.
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "concat" => Some(QueryVectorMode::Concat),
             "average" | "mean" => Some(QueryVectorMode::Average),
+            "fused" | "rrf" => Some(QueryVectorMode::Fused),
             _ => None,
         }
     }
@@ -327,6 +395,12 @@ mod tests {
             QueryVectorMode::parse("mean"),
             Some(QueryVectorMode::Average)
         );
+        assert_eq!(
+            QueryVectorMode::parse(" Fused "),
+            Some(QueryVectorMode::Fused)
+        );
+        assert_eq!(QueryVectorMode::parse("rrf"), Some(QueryVectorMode::Fused));
+        assert_eq!(QueryVectorMode::default(), QueryVectorMode::Fused);
         assert_eq!(QueryVectorMode::parse("x"), None);
         assert_eq!(concat_text(" q ", " p "), "q\n\np");
         assert_eq!(expanded_query("q", None), "q");

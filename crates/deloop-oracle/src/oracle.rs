@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use deloop_config::{Config, ConfigError};
-use deloop_index::{Embedder, Retrieval, SearchRequest};
+use deloop_index::{Embedder, Retrieval};
 use deloop_llm::LlmClient;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::error::TrySendError;
@@ -23,7 +23,7 @@ use crate::hyde::{hyde_passage, HydeOutcome};
 use crate::index_pool::{open_index, query_embedder, IndexPool, QueryEmbedder};
 use crate::language::{detect_language, Language};
 use crate::report::{AskReport, HydeInfo, PassageInfo, RetrievalInfo};
-use crate::retrieve::{passage_from_match, query_vector, retrieve, IndexCache, RetrieveOptions};
+use crate::retrieve::{passage_from_match, retrieve, search_request, IndexCache, RetrieveOptions};
 use crate::settings::{check_k, Settings};
 use crate::synthesis::{synthesize, AnswerOptions, DegradedReason};
 use crate::types::Passage;
@@ -450,14 +450,15 @@ impl Oracle {
             (true, None) => Some(HydeOutcome::fallback("no LLM configured")),
         };
 
-        let qv_mode = inner.settings.query_vector;
+        let hyde_join = inner.settings.hyde_join;
+        let qv_mode = hyde_join.mode;
         let (retrieved, embedder_problem) = {
             let question = r.question.clone();
             let passage = hyde.as_ref().and_then(|h| h.passage.clone());
             let opts = RetrieveOptions {
                 mode: r.retrieval,
                 k: r.k,
-                query_vector: qv_mode,
+                hyde: hyde_join,
             };
             self.blocking(move |inner, index| {
                 let (embedder, problem) = if opts.mode == Retrieval::Lexical {
@@ -669,7 +670,8 @@ impl Oracle {
         }
         let k = check_k(k).map_err(OracleError::BadRequest)?;
         let mode = retrieval.unwrap_or(self.inner.settings.retrieval);
-        let qv_mode = self.inner.settings.query_vector;
+        let hyde_join = self.inner.settings.hyde_join;
+        let qv_mode = hyde_join.mode;
         let hyde = match (hyde, &self.inner.client) {
             (false, _) => None,
             (true, Some(client)) => {
@@ -682,26 +684,23 @@ impl Oracle {
         let text = query.clone();
         let (outcome, problem) = self
             .blocking(move |inner, index| {
-                let mut problem = None;
-                let vector = if mode == Retrieval::Lexical {
-                    None
+                let (embedder, mut problem) = if mode == Retrieval::Lexical {
+                    (None, None)
                 } else {
                     let q = inner.query_embedder(index);
-                    problem = q.problem.clone();
-                    q.embedder.as_deref().and_then(|e| {
-                        query_vector(e, &text, passage.as_deref(), qv_mode)
-                            .map_err(|err| problem = Some(format!("the embedder failed: {err}")))
-                            .ok()
-                    })
+                    (q.embedder.as_deref(), q.problem.clone())
                 };
-                let req = SearchRequest {
-                    text,
-                    vector,
-                    expansion: passage.filter(|p| !p.trim().is_empty()),
-                    k,
+                let (req, failed) = search_request(
+                    embedder.map(|e| e as &dyn Embedder),
+                    &text,
+                    passage.as_deref(),
+                    hyde_join,
                     mode,
-                    ..Default::default()
-                };
+                    k,
+                );
+                if let Some(err) = failed {
+                    problem = Some(format!("the embedder failed: {err}"));
+                }
                 index.search(&req).map(|o| (o, problem))
             })
             .await??;

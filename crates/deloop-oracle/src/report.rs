@@ -35,7 +35,7 @@ pub struct HydeInfo {
     /// Why the plain question was used, when it was.
     #[cfg_attr(feature = "openapi", schema(required))]
     pub fallback_reason: Option<String>,
-    /// `average` or `concat`.
+    /// `fused`, `average` or `concat`: how the passage joined retrieval.
     pub query_vector: String,
 }
 

@@ -1,11 +1,12 @@
-//! Retrieval for the oracle over a deloop index: the query vector (plain,
-//! or HyDE `concat`/`average`), the lexical expansion by the HyDE passage,
-//! the HyDE passage cache in the index, and the conversion of chunk
-//! matches into [`Passage`]s.
+//! Retrieval for the oracle over a deloop index: the search request for a
+//! question and its HyDE passage ([`search_request`]: the query vector,
+//! plain or HyDE `concat`/`average`, the lexical expansion, or the
+//! passage's own ranking for HyDE `fused`), the HyDE passage cache in the
+//! index, and the conversion of chunk matches into [`Passage`]s.
 
 use std::path::Path;
 
-use deloop_index::{ChunkMatch, Embedder, Index, Retrieval, SearchRequest};
+use deloop_index::{ChunkMatch, Embedder, Index, PassageRanking, Retrieval, SearchRequest};
 
 use crate::hyde::{average_vectors, concat_text, PassageCache, QueryVectorMode};
 use crate::types::Passage;
@@ -51,13 +52,14 @@ pub fn passage_from_match(m: &ChunkMatch, root: Option<&Path>) -> Passage {
 }
 
 /// The query vector for `question`, with the HyDE `passage` combined as
-/// `mode` says.
-pub fn query_vector(
+/// `mode` says, and in `fused` mode the passage's own vector (the query
+/// vector is then the question's alone).
+pub fn query_vectors(
     embedder: &dyn Embedder,
     question: &str,
     passage: Option<&str>,
     mode: QueryVectorMode,
-) -> Result<Vec<f32>, deloop_index::EmbedError> {
+) -> Result<(Vec<f32>, Option<Vec<f32>>), deloop_index::EmbedError> {
     let first = |texts: &[&str]| -> Result<Vec<Vec<f32>>, deloop_index::EmbedError> {
         let v = embedder.embed(texts)?;
         if v.len() != texts.len() {
@@ -70,17 +72,119 @@ pub fn query_vector(
         Ok(v)
     };
     match (passage.filter(|p| !p.trim().is_empty()), mode) {
-        (None, _) => Ok(first(&[question])?.remove(0)),
+        (None, _) => Ok((first(&[question])?.remove(0), None)),
         (Some(p), QueryVectorMode::Concat) => {
-            Ok(first(&[concat_text(question, p).as_str()])?.remove(0))
+            Ok((first(&[concat_text(question, p).as_str()])?.remove(0), None))
         }
         (Some(p), QueryVectorMode::Average) => {
             let v = first(&[question, p])?;
-            average_vectors(&v[0], &v[1]).ok_or_else(|| {
+            let avg = average_vectors(&v[0], &v[1]).ok_or_else(|| {
                 deloop_index::EmbedError::Failed("vectors of different lengths".into())
-            })
+            })?;
+            Ok((avg, None))
+        }
+        (Some(p), QueryVectorMode::Fused) => {
+            let mut v = first(&[question, p])?;
+            let passage = v.pop();
+            Ok((v.remove(0), passage))
         }
     }
+}
+
+/// How a HyDE passage joins retrieval: the mode, and the weight of the
+/// passage's ranking in `fused` mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HydeJoin {
+    /// `fused`, `average` or `concat`.
+    pub mode: QueryVectorMode,
+    /// The passage ranking's weight in `fused` mode (the question's lists
+    /// weigh 1).
+    pub fused_weight: f32,
+}
+
+impl HydeJoin {
+    /// `[oracle] hyde_query_vector` and `hyde_fused_weight` (0 to
+    /// [`crate::hyde::MAX_FUSED_WEIGHT`]); an invalid value is an error
+    /// that names its key.
+    pub fn from_config(
+        config: &deloop_config::Config,
+    ) -> Result<HydeJoin, deloop_config::ConfigError> {
+        use deloop_config::ConfigError;
+        let o = &config.oracle;
+        let mode = QueryVectorMode::parse(&o.hyde_query_vector).ok_or_else(|| {
+            ConfigError::invalid(
+                "hyde_query_vector",
+                &o.hyde_query_vector,
+                "one of fused, average, concat",
+            )
+        })?;
+        let max = crate::hyde::MAX_FUSED_WEIGHT;
+        let w = o.hyde_fused_weight;
+        if !(w.is_finite() && (0.0..=max).contains(&w)) {
+            return Err(ConfigError::invalid(
+                "hyde_fused_weight",
+                w.to_string(),
+                format!("a weight from 0 to {max}"),
+            ));
+        }
+        Ok(HydeJoin {
+            mode,
+            fused_weight: w,
+        })
+    }
+}
+
+impl Default for HydeJoin {
+    fn default() -> Self {
+        HydeJoin {
+            mode: QueryVectorMode::default(),
+            fused_weight: crate::hyde::DEFAULT_FUSED_WEIGHT,
+        }
+    }
+}
+
+/// The search request for `question` and its HyDE `passage` (if any),
+/// joined as `hyde` says: with `average` or `concat` the passage changes the
+/// query vector and expands the lexical query; with `fused` the question's
+/// query is left as it is and the passage is ranked on its own
+/// ([`PassageRanking`]). The vectors come from `embedder` unless `mode` is
+/// lexical; when it fails, the request has no vector (the search then falls
+/// back to lexical) and the error is returned beside it.
+pub fn search_request(
+    embedder: Option<&dyn Embedder>,
+    question: &str,
+    passage: Option<&str>,
+    hyde: HydeJoin,
+    mode: Retrieval,
+    k: usize,
+) -> (SearchRequest, Option<deloop_index::EmbedError>) {
+    let passage = passage.filter(|p| !p.trim().is_empty());
+    let mut problem = None;
+    let (vector, passage_vector) = match (mode, embedder) {
+        (Retrieval::Lexical, _) | (_, None) => (None, None),
+        (_, Some(e)) => match query_vectors(e, question, passage, hyde.mode) {
+            Ok((q, p)) => (Some(q), p),
+            Err(err) => {
+                problem = Some(err);
+                (None, None)
+            }
+        },
+    };
+    let fused = hyde.mode == QueryVectorMode::Fused;
+    let req = SearchRequest {
+        text: question.to_owned(),
+        vector,
+        expansion: passage.filter(|_| !fused).map(str::to_owned),
+        passage: passage.filter(|_| fused).map(|p| PassageRanking {
+            text: p.to_owned(),
+            vector: passage_vector,
+            weight: hyde.fused_weight,
+        }),
+        k,
+        mode,
+        ..Default::default()
+    };
+    (req, problem)
 }
 
 /// What to retrieve.
@@ -90,8 +194,8 @@ pub struct RetrieveOptions {
     pub mode: Retrieval,
     /// Passages wanted.
     pub k: usize,
-    /// How a HyDE passage joins the query vector.
-    pub query_vector: QueryVectorMode,
+    /// How a HyDE passage joins retrieval.
+    pub hyde: HydeJoin,
 }
 
 /// Passages retrieved, and how.
@@ -118,27 +222,11 @@ pub fn retrieve(
     opts: &RetrieveOptions,
     root: Option<&Path>,
 ) -> deloop_index::Result<Retrieved> {
-    let mut reason = None;
-    let vector = match (opts.mode, embedder) {
-        (Retrieval::Lexical, _) => None,
-        (_, None) => None,
-        (_, Some(e)) => match query_vector(e, question, passage, opts.query_vector) {
-            Ok(v) => Some(v),
-            Err(err) => {
-                tracing::warn!(error = %err, "query embedding failed; lexical search instead");
-                reason = Some(format!("the embedder failed: {err}"));
-                None
-            }
-        },
-    };
-    let req = SearchRequest {
-        text: question.to_owned(),
-        vector,
-        expansion: passage.filter(|p| !p.trim().is_empty()).map(str::to_owned),
-        k: opts.k,
-        mode: opts.mode,
-        ..Default::default()
-    };
+    let (req, problem) = search_request(embedder, question, passage, opts.hyde, opts.mode, opts.k);
+    let reason = problem.map(|err| {
+        tracing::warn!(error = %err, "query embedding failed; lexical search instead");
+        format!("the embedder failed: {err}")
+    });
     let outcome = index.search(&req)?;
     Ok(Retrieved {
         chunk_ids: outcome.matches.iter().map(|m| m.chunk_id).collect(),
@@ -212,25 +300,130 @@ mod tests {
 
     #[test]
     fn query_vector_modes_differ_and_fall_back_to_the_question() {
-        let q = query_vector(&Letters, "abc", None, QueryVectorMode::Average).unwrap();
-        assert_eq!(q, Letters.embed(&["abc"]).unwrap()[0]);
-        let avg = query_vector(
-            &Letters,
-            "aaaa",
-            Some("bbbbbbbbbbbb"),
+        let question = Letters.embed(&["aaaa"]).unwrap().remove(0);
+        for mode in [
             QueryVectorMode::Average,
-        )
-        .unwrap();
-        let cat = query_vector(
-            &Letters,
-            "aaaa",
-            Some("bbbbbbbbbbbb"),
             QueryVectorMode::Concat,
-        )
-        .unwrap();
+            QueryVectorMode::Fused,
+        ] {
+            let plain = query_vectors(&Letters, "aaaa", None, mode).unwrap();
+            assert_eq!(plain, (question.clone(), None), "{mode:?}");
+            let blank = query_vectors(&Letters, "aaaa", Some("  "), mode).unwrap();
+            assert_eq!(blank, (question.clone(), None), "{mode:?}");
+        }
+        let passage = Some("bbbbbbbbbbbb");
+        let (avg, none) =
+            query_vectors(&Letters, "aaaa", passage, QueryVectorMode::Average).unwrap();
+        assert!(none.is_none());
+        let (cat, none) =
+            query_vectors(&Letters, "aaaa", passage, QueryVectorMode::Concat).unwrap();
+        assert!(none.is_none());
         // Average: question and passage weigh the same; concat: by length.
         assert!((avg[0] - avg[1]).abs() < 1e-6);
         assert!(cat[1] > 2.9 * cat[0]);
+        // Fused: the question's vector as it is, and the passage's own.
+        let (q, p) = query_vectors(&Letters, "aaaa", passage, QueryVectorMode::Fused).unwrap();
+        assert_eq!(q, question);
+        assert_eq!(p.unwrap(), Letters.embed(&["bbbbbbbbbbbb"]).unwrap()[0]);
+    }
+
+    #[test]
+    fn fused_keeps_the_question_query_and_ranks_the_passage_on_its_own() {
+        let join = HydeJoin {
+            mode: QueryVectorMode::Fused,
+            fused_weight: 0.5,
+        };
+        let (req, problem) = search_request(
+            Some(&Letters),
+            "watcher",
+            Some("zzz"),
+            join,
+            Retrieval::Hybrid,
+            4,
+        );
+        assert!(problem.is_none());
+        assert_eq!(req.expansion, None);
+        assert_eq!(
+            req.vector,
+            Some(Letters.embed(&["watcher"]).unwrap()[0].clone())
+        );
+        let p = req.passage.unwrap();
+        assert_eq!((p.text.as_str(), p.weight), ("zzz", 0.5));
+        assert_eq!(p.vector, Some(Letters.embed(&["zzz"]).unwrap()[0].clone()));
+        // Lexical: no vectors; the passage is still ranked (lexically).
+        let (req, _) = search_request(
+            Some(&Letters),
+            "watcher",
+            Some("zzz"),
+            join,
+            Retrieval::Lexical,
+            4,
+        );
+        assert!(req.vector.is_none() && req.expansion.is_none());
+        assert_eq!(req.passage.unwrap().vector, None);
+        // Average: the passage moves the query vector and expands the text.
+        let average = HydeJoin {
+            mode: QueryVectorMode::Average,
+            ..join
+        };
+        let (req, _) = search_request(
+            Some(&Letters),
+            "watcher",
+            Some("zzz"),
+            average,
+            Retrieval::Hybrid,
+            4,
+        );
+        assert!(req.passage.is_none());
+        assert_eq!(req.expansion.as_deref(), Some("zzz"));
+        assert_ne!(
+            req.vector,
+            Some(Letters.embed(&["watcher"]).unwrap()[0].clone())
+        );
+        // A failing embedder: no vectors, and the error.
+        let (req, problem) = search_request(
+            Some(&Broken),
+            "watcher",
+            Some("zzz"),
+            join,
+            Retrieval::Hybrid,
+            4,
+        );
+        assert!(req.vector.is_none());
+        assert!(problem.unwrap().to_string().contains("offline"));
+    }
+
+    /// A passage about the wrong topic: `average` lets it take the first
+    /// place from the section the question finds; `fused` cannot.
+    #[test]
+    fn a_bad_passage_moves_the_average_but_not_the_fused_ranking() {
+        let (_dir, index) = index();
+        let bad = "zzz json rescue zzz json rescue zzzz";
+        let top = |mode, passage: Option<&str>| {
+            let opts = RetrieveOptions {
+                mode: Retrieval::Hybrid,
+                k: 2,
+                hyde: HydeJoin {
+                    mode,
+                    fused_weight: crate::hyde::DEFAULT_FUSED_WEIGHT,
+                },
+            };
+            let got = retrieve(
+                &index,
+                Some(&Letters),
+                "watcher stream",
+                passage,
+                &opts,
+                None,
+            );
+            let got = got.unwrap();
+            assert_eq!(got.used, Retrieval::Hybrid);
+            got.passages[0].source.clone()
+        };
+        assert!(top(QueryVectorMode::Fused, None).ends_with("a.md"));
+        assert!(top(QueryVectorMode::Average, Some(bad)).ends_with("b.md"));
+        assert!(top(QueryVectorMode::Concat, Some(bad)).ends_with("b.md"));
+        assert!(top(QueryVectorMode::Fused, Some(bad)).ends_with("a.md"));
     }
 
     #[test]
@@ -240,7 +433,10 @@ mod tests {
         let opts = RetrieveOptions {
             mode: Retrieval::Hybrid,
             k: 2,
-            query_vector: QueryVectorMode::Average,
+            hyde: HydeJoin {
+                mode: QueryVectorMode::Average,
+                ..HydeJoin::default()
+            },
         };
         let got = retrieve(&index, Some(&Letters), "watcher", None, &opts, Some(&root)).unwrap();
         assert_eq!(got.used, Retrieval::Hybrid);

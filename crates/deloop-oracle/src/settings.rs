@@ -8,8 +8,11 @@ use std::time::Duration;
 use deloop_config::{Config, ConfigError};
 use deloop_index::Retrieval;
 
-use crate::hyde::{HydeParams, QueryVectorMode};
+use crate::hyde::HydeParams;
+#[cfg(test)]
+use crate::hyde::{QueryVectorMode, DEFAULT_FUSED_WEIGHT};
 use crate::language::Language;
+use crate::retrieve::HydeJoin;
 use crate::synthesis::ReplyGuards;
 use crate::types::Mode;
 
@@ -28,7 +31,7 @@ pub(crate) struct Settings {
     /// `None`: detect from the question.
     pub language: Option<Language>,
     pub hyde: bool,
-    pub query_vector: QueryVectorMode,
+    pub hyde_join: HydeJoin,
     pub hyde_params: HydeParams,
     pub stream: bool,
     pub answer_timeout: Duration,
@@ -74,13 +77,8 @@ impl Settings {
                     ConfigError::invalid("language", other, "one of auto, es, en")
                 })?),
             };
-        let query_vector = QueryVectorMode::parse(&o.hyde_query_vector).ok_or_else(|| {
-            ConfigError::invalid(
-                "hyde_query_vector",
-                &o.hyde_query_vector,
-                "`average` or `concat`",
-            )
-        })?;
+        let hyde_join = HydeJoin::from_config(config)?;
+        let hyde_params = HydeParams::from_config(config)?;
         let embedder = config
             .index
             .embedder
@@ -100,11 +98,8 @@ impl Settings {
             k,
             language,
             hyde: o.hyde,
-            query_vector,
-            hyde_params: HydeParams {
-                timeout: config.hyde_timeout(),
-                ..HydeParams::default()
-            },
+            hyde_join,
+            hyde_params,
             stream: o.stream,
             answer_timeout: config.answer_timeout(),
             max_output_tokens: o.max_output_tokens,
@@ -127,7 +122,9 @@ mod tests {
     fn defaults_agree_with_the_config_crate() {
         let s = Settings::from_config(&Config::default()).unwrap();
         assert_eq!(s.mode, Mode::default());
-        assert_eq!(s.query_vector, QueryVectorMode::default());
+        assert_eq!(s.hyde_join.mode, QueryVectorMode::default());
+        assert_eq!(s.hyde_join.fused_weight, DEFAULT_FUSED_WEIGHT);
+        assert_eq!(s.hyde_join, HydeJoin::default());
         assert_eq!(s.retrieval, Retrieval::default());
         assert_eq!(s.language, None);
         assert_eq!(s.guards, ReplyGuards::default());
@@ -137,7 +134,7 @@ mod tests {
     #[test]
     fn invalid_values_name_their_key() {
         type Case = (fn(&mut Config), &'static str);
-        let cases: [Case; 6] = [
+        let cases: [Case; 10] = [
             (|c| c.oracle.mode = "oracel".into(), "mode \"oracel\""),
             (|c| c.oracle.retrieval = "bm25".into(), "retrieval \"bm25\""),
             (|c| c.oracle.k = 0, "k \"0\""),
@@ -145,6 +142,22 @@ mod tests {
             (
                 |c| c.oracle.hyde_query_vector = "sum".into(),
                 "hyde_query_vector \"sum\"",
+            ),
+            (
+                |c| c.oracle.hyde_temperature = -0.1,
+                "hyde_temperature \"-0.1\"",
+            ),
+            (
+                |c| c.oracle.hyde_temperature = f32::NAN,
+                "hyde_temperature \"NaN\"",
+            ),
+            (
+                |c| c.oracle.hyde_fused_weight = -1.0,
+                "hyde_fused_weight \"-1\"",
+            ),
+            (
+                |c| c.oracle.hyde_max_output_tokens = 0,
+                "hyde_max_output_tokens \"0\"",
             ),
             (
                 |c| c.index.embedder = Some("bert".into()),

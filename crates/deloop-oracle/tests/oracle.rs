@@ -614,3 +614,39 @@ async fn a_long_history_is_bounded_in_the_prompt() {
         .unwrap()
         .starts_with("turn 499 "));
 }
+
+/// A HyDE passage about the wrong topic (a weak model's): with `fused`, the
+/// default, it is ranked on its own and fused with the question's ranking,
+/// so the section the question finds stays first; with `average` (here
+/// lexical: the passage expands the query) it takes the first place.
+#[tokio::test]
+async fn a_bad_hyde_passage_cannot_displace_the_best_match_when_fused() {
+    let lib = library();
+    let bad = "The JSON rescue recovers the answer from broken model output: \
+               rescue, recover, repair broken JSON output.";
+    let fake = Fake::start(vec![Reply::Json(
+        200,
+        completion(&json!({ "passage": bad }).to_string()),
+    )])
+    .await;
+    let mut tops = Vec::new();
+    for mode in ["fused", "average", "concat"] {
+        let mut config = openai_config(&fake);
+        config.oracle.hyde_query_vector = mode.into();
+        let oracle = open(&config, &lib);
+        let report = oracle
+            .search("watcher cancel", 3, Some(Retrieval::Lexical), true)
+            .await
+            .unwrap();
+        let hyde = report.hyde.unwrap();
+        assert_eq!(hyde.passage.as_deref(), Some(bad), "{mode}");
+        // One generation: the later modes read the passage from the cache.
+        assert_eq!(hyde.cached, mode != "fused", "{mode}");
+        assert_eq!(hyde.query_vector, mode);
+        tops.push(report.hits[0].source.clone());
+    }
+    assert!(tops[0].ends_with("loops.md"), "fused: {tops:?}");
+    assert!(tops[1].ends_with("rescue.md"), "average: {tops:?}");
+    assert!(tops[2].ends_with("rescue.md"), "concat: {tops:?}");
+    assert_eq!(fake.hits(), 1);
+}

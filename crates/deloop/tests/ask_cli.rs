@@ -543,7 +543,7 @@ fn hyde_passage_is_used_then_served_from_the_cache() {
     assert_eq!(code(&out), 0, "{v}");
     assert_eq!(v["hyde"]["passage"], passage);
     assert_eq!(v["hyde"]["cached"], false);
-    assert_eq!(v["hyde"]["query_vector"], "average");
+    assert_eq!(v["hyde"]["query_vector"], "fused");
     let seen = fake.seen();
     assert_eq!(seen.len(), 2);
     // The HyDE call used the seed's generation parameters.

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use deloop_index::{Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
 use deloop_llm::LlmClient;
-use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams, QueryVectorMode};
-use deloop_oracle::retrieve::IndexCache;
+use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams};
+use deloop_oracle::retrieve::{search_request, HydeJoin, IndexCache};
 
 use crate::cmd::index::{db_path, load_minilm, map_index_error};
 use crate::exit::{BadInput, Exit};
@@ -44,7 +44,8 @@ pub struct Args {
     /// The reciprocal-rank-fusion constant for hybrid search.
     #[arg(long, default_value_t = deloop_index::DEFAULT_RRF_K, value_name = "K")]
     pub rrf_k: f32,
-    /// Expand the query with a HyDE passage from the LLM (needs an LLM).
+    /// Add a HyDE passage from the LLM to the query (needs an LLM); how it
+    /// joins retrieval is `[oracle] hyde_query_vector` (`fused` by default).
     #[arg(long)]
     pub hyde: bool,
     /// Directory with the MiniLM files (default: the pip package installed
@@ -85,27 +86,30 @@ impl QueryEmbedder {
         })
     }
 
+    /// Searches `index` for `base.text` with the HyDE `passage` (if any)
+    /// joined as `join` says (the query vector, the lexical expansion, or
+    /// the passage's own ranking).
     fn search(
         &self,
         index: &Index,
-        mut req: SearchRequest,
-        qv: deloop_oracle::hyde::QueryVectorMode,
+        base: SearchRequest,
+        passage: Option<&str>,
+        join: HydeJoin,
     ) -> anyhow::Result<SearchOutcome> {
         let mut reason = None;
-        match self {
-            // With a HyDE passage (`expansion`), the query vector combines
-            // question and passage as `qv` says; without, it is the question's.
-            QueryEmbedder::Ready(m) => match deloop_oracle::retrieve::query_vector(
-                m.as_ref(),
-                &req.text,
-                req.expansion.as_deref(),
-                qv,
-            ) {
-                Ok(v) => req.vector = Some(v),
-                Err(e) => reason = Some(format!("embedder failed: {e}")),
-            },
-            QueryEmbedder::Unavailable(r) => reason = Some(r.clone()),
-            QueryEmbedder::NotNeeded => {}
+        let embedder = match self {
+            QueryEmbedder::Ready(m) => Some(m.as_ref() as &dyn deloop_index::Embedder),
+            QueryEmbedder::Unavailable(r) => {
+                reason = Some(r.clone());
+                None
+            }
+            QueryEmbedder::NotNeeded => None,
+        };
+        let (mut req, failed) =
+            search_request(embedder, &base.text, passage, join, base.mode, base.k);
+        req.rrf_k = base.rrf_k;
+        if let Some(e) = failed {
+            reason = Some(format!("embedder failed: {e}"));
         }
         let mut outcome = index.search(&req).map_err(map_index_error)?;
         if outcome.fallback_reason.is_some() {
@@ -125,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     } else {
         None
     };
-    let qv = hyde.as_ref().map(|h| h.query_vector).unwrap_or_default();
+    let join = hyde.as_ref().map(|h| h.join).unwrap_or_default();
     let mode = match args.retrieval.as_str() {
         "lexical" => Retrieval::Lexical,
         "vector" => Retrieval::Vector,
@@ -134,14 +138,15 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let db = db_path(args.db.as_deref())?;
     let index = Index::open_existing(&db).map_err(map_index_error)?;
     let embedder = QueryEmbedder::for_index(&index, mode, &args)?;
-    let hyde_search = |index: &Index, mut req: SearchRequest| -> anyhow::Result<SearchOutcome> {
-        if let Some(h) = &hyde {
-            let outcome = h.expand(index, &mut req);
+    let hyde_search = |index: &Index, req: SearchRequest| -> anyhow::Result<SearchOutcome> {
+        let passage = hyde.as_ref().and_then(|h| {
+            let outcome = h.passage(index, &req.text);
             if let Some(reason) = &outcome.fallback_reason {
                 eprintln!("deloop search: HyDE fell back to the plain query: {reason}");
             }
-        }
-        embedder.search(index, req, qv)
+            outcome.passage
+        });
+        embedder.search(index, req, passage.as_deref(), join)
     };
     let request = |text: String| SearchRequest {
         text,
@@ -226,8 +231,8 @@ struct SearchHyde {
     rt: tokio::runtime::Runtime,
     client: LlmClient,
     params: HydeParams,
-    /// How the passage joins the query vector.
-    query_vector: QueryVectorMode,
+    /// How the passage joins retrieval.
+    join: HydeJoin,
 }
 
 impl SearchHyde {
@@ -244,38 +249,26 @@ impl SearchHyde {
                         .into(),
                 )
             })?;
-        let query_vector =
-            QueryVectorMode::parse(&config.oracle.hyde_query_vector).ok_or_else(|| {
-                BadInput(format!(
-                    "hyde_query_vector {:?} is not `average` or `concat`",
-                    config.oracle.hyde_query_vector
-                ))
-            })?;
+        let join = HydeJoin::from_config(&config).map_err(|e| BadInput(e.to_string()))?;
         Ok(SearchHyde {
             rt: crate::cmd::ask::runtime()?,
             client,
-            params: HydeParams {
-                timeout: config.hyde_timeout(),
-                ..HydeParams::default()
-            },
-            query_vector,
+            params: HydeParams::from_config(&config).map_err(|e| BadInput(e.to_string()))?,
+            join,
         })
     }
 
-    /// Sets the request's lexical expansion to the HyDE passage for its
-    /// text (cached in `index`), or leaves it unset when HyDE falls back;
-    /// the outcome says which.
-    fn expand(&self, index: &Index, req: &mut SearchRequest) -> HydeOutcome {
-        let lang = deloop_oracle::detect_language(&req.text);
-        let outcome = run_hyde(
+    /// The HyDE passage for `question` (cached in `index`), or the reason
+    /// HyDE falls back to the plain query.
+    fn passage(&self, index: &Index, question: &str) -> HydeOutcome {
+        let lang = deloop_oracle::detect_language(question);
+        run_hyde(
             &self.rt,
             &self.client,
             &IndexCache(index),
-            &req.text,
+            question,
             lang,
             &self.params,
-        );
-        req.expansion = outcome.passage.clone();
-        outcome
+        )
     }
 }
