@@ -12,6 +12,18 @@ Usage (release build first: `cargo build --release -p deloop`):
     python3 scripts/eval-beir.py [--deloop target/release/deloop]
         [--data ../shared/data/scifact] [--work /tmp/deloop-beir]
         [--reuse] [--json results.json]
+        [--hyde fused,average[,concat]] [--hyde-weights 1,0.5] [--hyde-cached-only]
+
+HyDE (`--hyde MODES`): every run is repeated with `deloop search --hyde` for
+each HyDE mode (`DELOOP_HYDE_QUERY_VECTOR`), `fused` once per weight of
+`--hyde-weights` (`DELOOP_HYDE_FUSED_WEIGHT`). The LLM comes from the
+environment as for `deloop search --hyde` (OPENAI_BASE_URL, DELOOP_MODEL,
+DELOOP_CONFIG for `[oracle] hyde_temperature` / `hyde_max_output_tokens` /
+`hyde_timeout_secs`). Passages are cached in each index per model and
+question, so the first HyDE run generates them and the others reuse them.
+`--hyde-cached-only` scores every run (plain ones too) on the queries that
+already have a cached passage for DELOOP_MODEL in the first index, and never
+calls the LLM: for passages generated beforehand.
 
 Standard library only. Prints a markdown table.
 """
@@ -21,6 +33,7 @@ import json
 import math
 import os
 import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -99,10 +112,17 @@ def build(deloop: str, corpus: Path, db: Path, embedder: str, stemmer: str, reus
     return stats
 
 
-def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict) -> dict:
+def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict,
+             hyde: tuple = None) -> dict:
+    """One run; `hyde` = (mode, weight) adds `--hyde` with those settings."""
     cmd = [deloop, "search", "--db", str(db), "--queries", str(queries), "--json",
            "--k", "100", "--retrieval", mode]
-    res = run(cmd)
+    env = None
+    if hyde:
+        cmd.append("--hyde")
+        env = dict(os.environ, DELOOP_HYDE_QUERY_VECTOR=hyde[0],
+                   DELOOP_HYDE_FUSED_WEIGHT=str(hyde[1]))
+    res = run(cmd, env=env)
     ndcg, recall, took = [], [], []
     got = {}
     for line in res.stdout.splitlines():
@@ -123,8 +143,19 @@ def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict) -> di
         "p50_ms": percentile(took, 50),
         "p95_ms": percentile(took, 95),
         "queries": len(qrels),
-        "fallback": res.stderr.strip() or None,
+        "fallback": res.stderr.strip()[:2000] or None,
+        "hyde_fallbacks": res.stderr.count("HyDE fell back"),
     }
+
+
+def cached_questions(db: Path, model: str) -> set:
+    """The questions with a HyDE passage cached in `db` for `model`."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {q for (q,) in con.execute(
+            "SELECT question FROM hyde_cache WHERE model = ?", (model,))}
+    finally:
+        con.close()
 
 
 def main() -> None:
@@ -135,8 +166,22 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--reuse", action="store_true", help="keep existing index files")
     ap.add_argument("--no-minilm", action="store_true", help="lexical runs only")
+    ap.add_argument("--indexes", default="porter,unicode61,minilm",
+                    help="the indexes to build and run, comma-separated")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--hyde", default="", help="HyDE modes to run, comma-separated "
+                    "(fused, average, concat); the LLM comes from the environment")
+    ap.add_argument("--hyde-weights", default="1", help="weights of the HyDE ranking "
+                    "for `fused`, comma-separated")
+    ap.add_argument("--hyde-cached-only", action="store_true", help="score only the "
+                    "queries with a cached HyDE passage for DELOOP_MODEL; never generate")
     a = ap.parse_args()
+    hyde_runs = []
+    for m in filter(None, a.hyde.split(",")):
+        if m == "fused":
+            hyde_runs += [(m, float(w)) for w in a.hyde_weights.split(",")]
+        else:
+            hyde_runs.append((m, 1.0))
 
     data = Path(a.data)
     corpus, qfile = data / "corpus.jsonl", data / "queries.jsonl"
@@ -156,9 +201,27 @@ def main() -> None:
     builds = [("porter", "none", "porter"), ("unicode61", "none", "none")]
     if not a.no_minilm:
         builds.append(("minilm", "minilm", "porter"))
+    builds = [b for b in builds if b[0] in a.indexes.split(",")]
     for name, embedder, stemmer in builds:
         db = work / f"{name}.db"
         stats = build(a.deloop, corpus, db, embedder, stemmer, a.reuse)
+        if a.hyde_cached_only:
+            # Keep the queries whose passage the first index has cached.
+            cached = cached_questions(db, os.environ.get("DELOOP_MODEL", ""))
+            texts = {}
+            with qfile.open(encoding="utf-8") as f:
+                for line in f:
+                    q = json.loads(line)
+                    texts[q["_id"]] = q["text"].strip()
+            qrels = {qid: rel for qid, rel in qrels.items() if texts.get(qid) in cached}
+            results["queries"] = len(qrels)
+            with test_queries.open("w", encoding="utf-8") as out:
+                for qid in qrels:
+                    out.write(json.dumps({"_id": qid, "text": texts[qid]}) + "\n")
+            a.hyde_cached_only = False
+            # No LLM: a passage missing from a later index falls back at once.
+            os.environ["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+            print(f"{len(qrels)} queries with a cached passage", file=sys.stderr)
         results["builds"][name] = stats
         if stats:
             rate = stats["chunks_written"] / stats["seconds"] if stats["seconds"] else 0
@@ -168,11 +231,17 @@ def main() -> None:
     plan = [("porter", "lexical"), ("unicode61", "lexical")]
     if not a.no_minilm:
         plan += [("minilm", "lexical"), ("minilm", "vector"), ("minilm", "hybrid")]
+    plan = [p for p in plan if p[0] in a.indexes.split(",")]
     for db_name, mode in plan:
-        r = evaluate(a.deloop, work / f"{db_name}.db", test_queries, mode, qrels)
-        results["runs"][f"{db_name}/{mode}"] = r
-        print(f"{db_name}/{mode}: nDCG@10 {r['ndcg@10']:.4f} recall@100 {r['recall@100']:.4f}",
-              file=sys.stderr)
+        for hyde in [None] + hyde_runs:
+            r = evaluate(a.deloop, work / f"{db_name}.db", test_queries, mode, qrels, hyde)
+            key = f"{db_name}/{mode}"
+            if hyde:
+                key += f" + HyDE {hyde[0]}" + (f" w={hyde[1]:g}" if hyde[0] == "fused" else "")
+            results["runs"][key] = r
+            print(f"{key}: nDCG@10 {r['ndcg@10']:.4f} recall@100 {r['recall@100']:.4f}"
+                  + (f" ({r['hyde_fallbacks']} HyDE fallbacks)" if hyde else ""),
+                  file=sys.stderr)
 
     # Offline fusion sweep over the lexical and vector runs (same depth, 100,
     # as deloop's hybrid search at k=100): how sensitive RRF is to its k.
@@ -202,6 +271,8 @@ def main() -> None:
         print(f"| {key} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} "
               f"| {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |")
     print(f"\n{len(qrels)} queries ({a.split} split)")
+    if hyde_runs:
+        print(f"HyDE model: {os.environ.get('DELOOP_MODEL', '(default)')}")
     for name, s in results["builds"].items():
         if s:
             rate = s["chunks_written"] / s["seconds"] if s["seconds"] else 0
