@@ -186,7 +186,7 @@ impl Default for OracleSection {
             // checks that the two agree).
             hyde_query_vector: "fused".into(),
             // deloop-oracle's `DEFAULT_FUSED_WEIGHT` (checked there too).
-            hyde_fused_weight: 1.0,
+            hyde_fused_weight: 0.25,
             hyde_timeout_secs: 15,
             // deloop-oracle's `HydeParams::default()` (a test there checks
             // that they agree).
@@ -466,7 +466,7 @@ mod tests {
                 ("DELOOP_DB", "env.db"),
                 ("DELOOP_HYDE", "false"),
                 ("DELOOP_HYDE_QUERY_VECTOR", "average"),
-                ("DELOOP_HYDE_FUSED_WEIGHT", "0.25"),
+                ("DELOOP_HYDE_FUSED_WEIGHT", "0.75"),
             ]),
             dir.path(),
         )
@@ -474,7 +474,7 @@ mod tests {
         assert_eq!(c.llm.model.as_deref(), Some("env-model"));
         assert!(!c.oracle.hyde);
         assert_eq!(c.oracle.hyde_query_vector, "average");
-        assert_eq!(c.oracle.hyde_fused_weight, 0.25);
+        assert_eq!(c.oracle.hyde_fused_weight, 0.75);
         assert_eq!(
             c.db_path(Some(Path::new("flag.db"))).path,
             PathBuf::from("flag.db")

@@ -106,7 +106,7 @@ impl HydeParams {
 /// The weight of the passage's ranking in `fused` mode, against 1 for each
 /// of the question's rankings (`[oracle] hyde_fused_weight`). The choice is
 /// measured in docs/retrieval.md.
-pub const DEFAULT_FUSED_WEIGHT: f32 = 1.0;
+pub const DEFAULT_FUSED_WEIGHT: f32 = 0.25;
 /// The highest `[oracle] hyde_fused_weight` accepted.
 pub const MAX_FUSED_WEIGHT: f32 = 4.0;
 
