@@ -22,6 +22,7 @@ pub mod chunk;
 pub mod embed;
 mod ingest;
 mod search;
+mod stopwords;
 mod store;
 
 pub use chunk::{Chunk, ChunkConfig};
@@ -31,6 +32,7 @@ pub use search::{
     fts_query, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion, ChunkMatch, PassageRanking,
     Retrieval, SearchOutcome, SearchRequest, DEFAULT_RRF_K,
 };
+pub use stopwords::{fold_accents, is_stopword};
 pub use store::{EmbedderInfo, Index, IndexOptions, IndexSummary, Stemmer, SCHEMA_VERSION};
 
 /// Errors of the index.

@@ -16,6 +16,11 @@ pub const DEFAULT_RRF_K: f32 = 60.0;
 
 /// Distinct terms kept from a query (question first, then expansion).
 const MAX_QUERY_TERMS: usize = 64;
+/// BM25 weight of the heading column (the heading trail; a BEIR title):
+/// a query word in a heading counts twice as much as one in the body.
+const HEADING_WEIGHT: f64 = 2.0;
+/// BM25 weight of the body column.
+const BODY_WEIGHT: f64 = 1.0;
 /// Candidates taken from each list before fusion: at least this many.
 const MIN_FUSION_DEPTH: usize = 100;
 
@@ -244,10 +249,10 @@ impl Index {
             return Ok(Vec::new());
         }
         let mut st = self.conn.prepare_cached(
-            "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts
+            "SELECT rowid, bm25(chunks_fts, ?3, ?4) AS s FROM chunks_fts
              WHERE chunks_fts MATCH ?1 ORDER BY s LIMIT ?2",
         )?;
-        let rows = st.query_map(params![q, k as i64], |r| {
+        let rows = st.query_map(params![q, k as i64, HEADING_WEIGHT, BODY_WEIGHT], |r| {
             Ok((r.get::<_, i64>(0)?, -(r.get::<_, f64>(1)? as f32)))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -336,32 +341,84 @@ impl Index {
 
 /// Builds a safe FTS5 query from free text: every run of letters and digits
 /// becomes a quoted term, and the distinct terms (question first, then
-/// `expansion`, at most 64) are OR-ed. Returns `None` when there is no term.
-/// No user text can inject FTS5 syntax: quotes, operators, column filters
-/// and parentheses are separators.
+/// `expansion`, at most 64) are OR-ed. English and Spanish function words
+/// ([`crate::is_stopword`]) and the fragments of English contractions and
+/// possessives (the `s` of `model's`, the `t` of `don't`) are left out,
+/// unless nothing else is left. Returns `None` when there is no term. No
+/// user text can inject FTS5 syntax: quotes, operators, column filters and
+/// parentheses are separators.
 ///
 /// ```
 /// assert_eq!(
-///     deloop_index::fts_query("NEAR(\"x\" AND y*)", None).as_deref(),
-///     Some("\"near\" OR \"x\" OR \"and\" OR \"y\"")
+///     deloop_index::fts_query("NEAR(\"x\" AND z*)", None).as_deref(),
+///     Some("\"near\" OR \"x\" OR \"z\"")
 /// );
+/// assert_eq!(
+///     deloop_index::fts_query("How do I stop a looping stream?", None).as_deref(),
+///     Some("\"stop\" OR \"looping\" OR \"stream\"")
+/// );
+/// assert_eq!(deloop_index::fts_query("how do I", None).as_deref(), Some("\"how\" OR \"do\" OR \"i\""));
 /// assert_eq!(deloop_index::fts_query("  ?!  ", None), None);
 /// ```
 pub fn fts_query(text: &str, expansion: Option<&str>) -> Option<String> {
+    let words: Vec<(String, bool)> = std::iter::once(text)
+        .chain(expansion)
+        .flat_map(query_words)
+        .collect();
+    let kept: Vec<&str> = words
+        .iter()
+        .filter(|(_, content)| *content)
+        .map(|(w, _)| w.as_str())
+        .collect();
+    let chosen: Vec<&str> = if kept.is_empty() {
+        words.iter().map(|(w, _)| w.as_str()).collect()
+    } else {
+        kept
+    };
     let mut seen = std::collections::HashSet::new();
-    let mut terms = Vec::new();
-    for source in std::iter::once(text).chain(expansion) {
-        for word in source.split(|c: char| !c.is_alphanumeric()) {
-            if word.is_empty() || terms.len() >= MAX_QUERY_TERMS {
-                continue;
-            }
-            let w = word.to_lowercase();
-            if seen.insert(w.clone()) {
-                terms.push(format!("\"{w}\""));
-            }
-        }
-    }
+    let terms: Vec<String> = chosen
+        .into_iter()
+        .filter(|w| seen.insert(*w))
+        .take(MAX_QUERY_TERMS)
+        .map(|w| format!("\"{w}\""))
+        .collect();
     (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+/// The lowercase words of `text` (runs of letters and digits), each with
+/// whether it is a content word: not a function word, and not the tail of
+/// an English contraction or possessive (`'s`, `'t`, `'d`, `'m`, `'ll`,
+/// `'re`, `'ve` right after a letter).
+fn query_words(text: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut prev: [Option<char>; 2] = [None, None];
+    let mut word = String::new();
+    let mut after_apostrophe = false;
+    let mut flush = |word: &mut String, after_apostrophe: bool| {
+        if word.is_empty() {
+            return;
+        }
+        let w = word.to_lowercase();
+        let clitic =
+            after_apostrophe && matches!(w.as_str(), "s" | "t" | "d" | "m" | "ll" | "re" | "ve");
+        let content = !clitic && !crate::stopwords::is_stopword(&w);
+        out.push((w, content));
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if word.is_empty() {
+                after_apostrophe =
+                    matches!(prev, [Some('\'' | '\u{2019}'), Some(p)] if p.is_alphanumeric());
+            }
+            word.push(c);
+        } else {
+            flush(&mut word, after_apostrophe);
+        }
+        prev = [Some(c), prev[0]];
+    }
+    flush(&mut word, after_apostrophe);
+    out
 }
 
 /// Reciprocal rank fusion: each list contributes `1 / (rrf_k + rank)` (rank
@@ -408,6 +465,23 @@ pub fn weighted_reciprocal_rank_fusion(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contraction_and_possessive_tails_are_dropped() {
+        assert_eq!(
+            fts_query("What happens when the model's JSON is cut off?", None).as_deref(),
+            Some("\"happens\" OR \"model\" OR \"json\" OR \"cut\"")
+        );
+        assert_eq!(
+            fts_query("it doesn’t work, I'd say we've Ollama's", None).as_deref(),
+            Some("\"work\" OR \"say\" OR \"ollama\"")
+        );
+        // Not after a letter, or a whole word: kept.
+        assert_eq!(
+            fts_query("'s vitamin d 's t", None).as_deref(),
+            Some("\"s\" OR \"vitamin\" OR \"d\" OR \"t\"")
+        );
+    }
 
     #[test]
     fn rrf_orders_by_fused_rank() {
@@ -497,7 +571,20 @@ mod tests {
     fn fts_query_quotes_and_caps_terms() {
         assert_eq!(
             fts_query("Contraseña: \"olvidé\" -x", Some("reset OR contraseña")).as_deref(),
-            Some("\"contraseña\" OR \"olvidé\" OR \"x\" OR \"reset\" OR \"or\"")
+            Some("\"contraseña\" OR \"olvidé\" OR \"x\" OR \"reset\"")
+        );
+        // Function words go, unless nothing else is left.
+        assert_eq!(
+            fts_query("¿Qué significa el código de salida?", None).as_deref(),
+            Some("\"significa\" OR \"código\" OR \"salida\"")
+        );
+        assert_eq!(
+            fts_query("what is it", Some("the")).as_deref(),
+            Some("\"what\" OR \"is\" OR \"it\" OR \"the\"")
+        );
+        assert_eq!(
+            fts_query("what is it", Some("the stream")).as_deref(),
+            Some("\"stream\"")
         );
         let many: String = (0..500).map(|i| format!("w{i} ")).collect();
         assert_eq!(fts_query(&many, None).unwrap().matches(" OR ").count(), 63);
