@@ -18,6 +18,8 @@ pub const EMBEDDED_DOCS: &[(&str, &str)] = &[
         include_str!("../../../docs/retrieval.md"),
     ),
     ("docs/oracle.md", include_str!("../../../docs/oracle.md")),
+    ("docs/server.md", include_str!("../../../docs/server.md")),
+    ("docs/proxy.md", include_str!("../../../docs/proxy.md")),
 ];
 
 /// Where the embedded documents are written for an index at `db`: the

@@ -21,6 +21,7 @@
 //! * [`messages`] — every fixed message, per mode and language;
 //! * [`hyde`] — hypothetical passages, query vectors, the passage cache;
 //! * [`retrieve`] — retrieval over a deloop index, HyDE included;
+//! * [`glossary`] — Spanish questions rendered in English for retrieval;
 //! * [`embedded`] — deloop's own docs, the corpus of the default index;
 //! * [`remote_embedder`] — remote embeddings behind the index's sync trait.
 #![deny(missing_docs)]
@@ -29,6 +30,7 @@ pub mod ask;
 pub mod citations;
 pub mod embedded;
 pub mod extractive;
+pub mod glossary;
 pub mod hyde;
 mod index_pool;
 pub mod language;

@@ -12,8 +12,10 @@ use serde_json::{json, Value};
 use crate::language::Language;
 use crate::types::{Mode, Passage};
 
-/// At most this many characters of one passage go into a prompt.
-pub const MAX_PASSAGE_CHARS: usize = 2_000;
+/// At most this many characters of one passage go into a prompt: a passage
+/// merged from two overlapping chunks
+/// ([`crate::retrieve::MAX_MERGED_BYTES`]) fits whole.
+pub const MAX_PASSAGE_CHARS: usize = 2_400;
 /// At most this many characters of passages in total go into a prompt.
 pub const MAX_CONTEXT_CHARS: usize = 12_000;
 /// At most this many characters of the question go into a prompt.

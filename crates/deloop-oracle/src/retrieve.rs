@@ -159,10 +159,12 @@ pub fn search_request(
     k: usize,
 ) -> (SearchRequest, Option<deloop_index::EmbedError>) {
     let passage = passage.filter(|p| !p.trim().is_empty());
+    let english = crate::glossary::translate_question(question);
+    let rendering = english.as_ref().map(|t| t.rendering.as_str());
     let mut problem = None;
     let (vector, passage_vector) = match (mode, embedder) {
         (Retrieval::Lexical, _) | (_, None) => (None, None),
-        (_, Some(e)) => match query_vectors(e, question, passage, hyde.mode) {
+        (_, Some(e)) => match question_vectors(e, question, rendering, passage, hyde.mode) {
             Ok((q, p)) => (Some(q), p),
             Err(err) => {
                 problem = Some(err);
@@ -171,10 +173,16 @@ pub fn search_request(
         },
     };
     let fused = hyde.mode == QueryVectorMode::Fused;
+    let hyde_terms = passage.filter(|_| !fused);
+    let expansion = match (&english, hyde_terms) {
+        (None, p) => p.map(str::to_owned),
+        (Some(t), None) => Some(t.terms.join(" ")),
+        (Some(t), Some(p)) => Some(format!("{}\n{p}", t.terms.join(" "))),
+    };
     let req = SearchRequest {
         text: question.to_owned(),
         vector,
-        expansion: passage.filter(|_| !fused).map(str::to_owned),
+        expansion,
         passage: passage.filter(|_| fused).map(|p| PassageRanking {
             text: p.to_owned(),
             vector: passage_vector,
@@ -211,9 +219,23 @@ pub struct Retrieved {
     pub fallback_reason: Option<String>,
 }
 
+/// Longest passage made by merging overlapping chunks of one section, in
+/// bytes: two chunks of the default size (1,200 bytes).
+pub const MAX_MERGED_BYTES: usize = 2_400;
+
 /// Retrieves passages for `question` (plus the HyDE `passage`, if any).
 /// Without an embedder, or when it fails, hybrid and vector retrieval fall
 /// back to lexical and say why.
+///
+/// * A Spanish question is also rendered in English
+///   ([`crate::glossary::translate_question`]): the English terms join the
+///   lexical query (after the question's words, before the HyDE passage's),
+///   and the question's vector is the mean of the question's and the
+///   rendering's embeddings.
+/// * Chunks of the same section whose lines overlap or touch are merged into
+///   one passage (at most [`MAX_MERGED_BYTES`]), in the place of the better
+///   one, so the `k` passages cover `k` distinct pieces of the documents
+///   rather than the same lines twice.
 pub fn retrieve(
     index: &Index,
     embedder: Option<&dyn Embedder>,
@@ -222,22 +244,147 @@ pub fn retrieve(
     opts: &RetrieveOptions,
     root: Option<&Path>,
 ) -> deloop_index::Result<Retrieved> {
-    let (req, problem) = search_request(embedder, question, passage, opts.hyde, opts.mode, opts.k);
+    // Room for merges: each merge frees a place.
+    let wanted = opts.k;
+    let k = wanted.saturating_mul(2).max(wanted);
+    let (req, problem) = search_request(embedder, question, passage, opts.hyde, opts.mode, k);
     let reason = problem.map(|err| {
         tracing::warn!(error = %err, "query embedding failed; lexical search instead");
         format!("the embedder failed: {err}")
     });
     let outcome = index.search(&req)?;
-    Ok(Retrieved {
-        chunk_ids: outcome.matches.iter().map(|m| m.chunk_id).collect(),
-        passages: outcome
+    let (passages, chunk_ids) = merge_sections(
+        outcome
             .matches
             .iter()
-            .map(|m| passage_from_match(m, root))
-            .collect(),
+            .map(|m| (passage_from_match(m, root), m.chunk_id)),
+        wanted,
+    );
+    Ok(Retrieved {
+        chunk_ids,
+        passages,
         used: outcome.retrieval_used,
         fallback_reason: reason.or(outcome.fallback_reason),
     })
+}
+
+/// The query vectors of [`query_vectors`], with the question's own
+/// embedding replaced by the mean of it and its English `rendering`'s when
+/// there is one (then combined with the HyDE passage as `mode` says).
+fn question_vectors(
+    embedder: &dyn Embedder,
+    question: &str,
+    rendering: Option<&str>,
+    passage: Option<&str>,
+    mode: QueryVectorMode,
+) -> Result<(Vec<f32>, Option<Vec<f32>>), deloop_index::EmbedError> {
+    let Some(rendering) = rendering.filter(|r| !r.trim().is_empty()) else {
+        return query_vectors(embedder, question, passage, mode);
+    };
+    let mean = |a: &[f32], b: &[f32]| {
+        average_vectors(a, b)
+            .ok_or_else(|| deloop_index::EmbedError::Failed("vectors of different lengths".into()))
+    };
+    // `query_vectors` in `Average` mode is exactly the mean of two texts.
+    let (q, _) = query_vectors(
+        embedder,
+        question,
+        Some(rendering),
+        QueryVectorMode::Average,
+    )?;
+    match (passage.filter(|p| !p.trim().is_empty()), mode) {
+        (None, _) => Ok((q, None)),
+        (Some(p), QueryVectorMode::Average) => {
+            let (pv, _) = query_vectors(embedder, p, None, mode)?;
+            Ok((mean(&q, &pv)?, None))
+        }
+        (Some(p), QueryVectorMode::Concat) => {
+            let (c, _) = query_vectors(embedder, question, Some(p), QueryVectorMode::Concat)?;
+            let (r, _) = query_vectors(embedder, rendering, None, mode)?;
+            Ok((mean(&c, &r)?, None))
+        }
+        (Some(p), QueryVectorMode::Fused) => {
+            let (pv, _) = query_vectors(embedder, p, None, mode)?;
+            Ok((q, Some(pv)))
+        }
+    }
+}
+
+/// Best-first passages with their chunk ids, the overlapping or touching
+/// chunks of one section (same source, same heading trail) merged, cut to
+/// `k`. A merged passage keeps the better chunk's place, score and id.
+fn merge_sections(
+    ranked: impl Iterator<Item = (Passage, i64)>,
+    k: usize,
+) -> (Vec<Passage>, Vec<i64>) {
+    let mut out: Vec<(Passage, i64)> = Vec::new();
+    for (p, id) in ranked {
+        let merged = out.iter_mut().any(|(q, _)| {
+            q.source == p.source && q.heading_trail == p.heading_trail && merge_into(q, &p)
+        });
+        if !merged {
+            if out.len() == k {
+                break;
+            }
+            out.push((p, id));
+        }
+    }
+    out.into_iter().unzip()
+}
+
+/// Merges `b` into `a` when their line ranges overlap or touch, the lines
+/// they share are the same text, and the result fits in
+/// [`MAX_MERGED_BYTES`]. Returns whether it did; `a` keeps its score.
+fn merge_into(a: &mut Passage, b: &Passage) -> bool {
+    let Some((start_line, end_line, text)) = merged_text(a, b) else {
+        return false;
+    };
+    a.start_line = start_line;
+    a.end_line = end_line;
+    a.text = text;
+    true
+}
+
+/// The lines and text of two chunks merged, or `None` when they do not
+/// overlap or touch, disagree on their shared lines (pieces of one long
+/// line), or would be too long together.
+fn merged_text(a: &Passage, b: &Passage) -> Option<(u32, u32, String)> {
+    let (first, second) = if b.start_line < a.start_line {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    if second.start_line > first.end_line.saturating_add(1) {
+        return None;
+    }
+    if second.end_line <= first.end_line {
+        // `second` lies within `first`'s lines: nothing to add.
+        return first
+            .text
+            .contains(second.text.as_str())
+            .then(|| (first.start_line, first.end_line, first.text.clone()));
+    }
+    let shared = (first.end_line + 1 - second.start_line) as usize;
+    let first_lines: Vec<&str> = first.text.split('\n').collect();
+    let second_lines: Vec<&str> = second.text.split('\n').collect();
+    if shared > first_lines.len() || shared >= second_lines.len() {
+        return None;
+    }
+    let same = first_lines[first_lines.len() - shared..]
+        .iter()
+        .zip(&second_lines[..shared])
+        .all(|(x, y)| x.trim_end_matches('\r') == y.trim_end_matches('\r'));
+    if !same {
+        return None;
+    }
+    let crlf = first.text.contains("\r\n") || second.text.contains("\r\n");
+    let newline = if crlf { "\r\n" } else { "\n" };
+    let text = format!(
+        "{}{newline}{}",
+        first.text,
+        second_lines[shared..].join("\n")
+    );
+    (text.len() <= MAX_MERGED_BYTES).then_some((first.start_line, second.end_line, text))
 }
 
 #[cfg(test)]
@@ -461,6 +608,122 @@ mod tests {
         assert_eq!(got.used, Retrieval::Lexical);
         assert!(got.fallback_reason.unwrap().contains("offline"));
         assert!(got.passages[0].source.ends_with("a.md"));
+    }
+
+    fn passage(trail: &str, lines: (u32, u32), text: &str, score: f64) -> Passage {
+        Passage {
+            source: "a.md".into(),
+            start_line: lines.0,
+            end_line: lines.1,
+            heading_trail: vec![trail.into()],
+            text: text.into(),
+            score,
+        }
+    }
+
+    #[test]
+    fn overlapping_chunks_of_a_section_merge_in_the_better_ones_place() {
+        let ranked = vec![
+            (passage("S", (3, 5), "c\nd\ne", 3.0), 2),
+            (passage("T", (1, 2), "x\ny", 2.0), 9),
+            (passage("S", (1, 3), "a\nb\nc", 1.5), 1),
+            (passage("S", (6, 7), "f\ng", 1.0), 3),
+            (passage("S", (4, 4), "d", 0.9), 4),
+            (passage("U", (1, 1), "u", 0.5), 5),
+        ];
+        let (got, ids) = merge_sections(ranked.clone().into_iter(), 2);
+        assert_eq!(ids, [2, 9]);
+        assert_eq!((got[0].start_line, got[0].end_line), (1, 7));
+        assert_eq!(got[0].text, "a\nb\nc\nd\ne\nf\ng");
+        assert_eq!(got[0].score, 3.0);
+        assert_eq!(got[1].text, "x\ny");
+        // k = 3: the third distinct passage comes in.
+        let (got, ids) = merge_sections(ranked.into_iter(), 3);
+        assert_eq!(ids, [2, 9, 5]);
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn chunks_that_disagree_or_grow_too_long_stay_apart() {
+        // Pieces of one long line share a line number, not a text.
+        let a = passage("S", (5, 5), "first piece", 2.0);
+        let b = passage("S", (5, 6), "second piece\nnext", 1.0);
+        let (got, _) = merge_sections(vec![(a, 1), (b, 2)].into_iter(), 5);
+        assert_eq!(got.len(), 2);
+        // A gap between the chunks: apart.
+        let a = passage("S", (1, 2), "a\nb", 2.0);
+        let b = passage("S", (4, 5), "d\ne", 1.0);
+        assert_eq!(
+            merge_sections(vec![(a, 1), (b, 2)].into_iter(), 5).0.len(),
+            2
+        );
+        // Too long together: apart.
+        let long = "x".repeat(MAX_MERGED_BYTES);
+        let a = passage("S", (1, 1), &long, 2.0);
+        let b = passage("S", (2, 2), "y", 1.0);
+        assert_eq!(
+            merge_sections(vec![(a, 1), (b, 2)].into_iter(), 5).0.len(),
+            2
+        );
+        // CRLF text keeps its line ends.
+        let a = passage("S", (1, 2), "a\r\nb", 2.0);
+        let b = passage("S", (2, 3), "b\r\nc", 1.0);
+        let (got, _) = merge_sections(vec![(a, 1), (b, 2)].into_iter(), 5);
+        assert_eq!(got[0].text, "a\r\nb\r\nc");
+    }
+
+    #[test]
+    fn a_spanish_question_also_searches_its_english_rendering() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.md"),
+            "# Loops\n\nthe watcher cuts the stream\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.md"), "# Rescue\n\nzzz json rescue\n").unwrap();
+        let mut index = Index::open_in_memory().unwrap();
+        index
+            .index_paths(&[dir.path().to_path_buf()], Some(&Letters), &mut |_| {})
+            .unwrap();
+        let opts = RetrieveOptions {
+            mode: Retrieval::Lexical,
+            k: 2,
+            hyde: HydeJoin::default(),
+        };
+        let got = retrieve(&index, None, "¿Cómo corto el flujo?", None, &opts, None).unwrap();
+        assert_eq!(got.passages.len(), 1);
+        assert!(got.passages[0].source.ends_with("a.md"));
+        let hybrid = RetrieveOptions {
+            mode: Retrieval::Hybrid,
+            ..opts
+        };
+        let got = retrieve(
+            &index,
+            Some(&Letters),
+            "¿Cómo corto el flujo?",
+            None,
+            &hybrid,
+            None,
+        )
+        .unwrap();
+        assert_eq!(got.used, Retrieval::Hybrid);
+        assert!(got.passages[0].source.ends_with("a.md"));
+        // The vector is the mean of the question's and the rendering's.
+        let (v, none) = question_vectors(
+            &Letters,
+            "¿corto?",
+            Some("cut"),
+            None,
+            QueryVectorMode::Average,
+        )
+        .unwrap();
+        assert!(none.is_none());
+        let want = average_vectors(
+            &Letters.embed(&["¿corto?"]).unwrap()[0],
+            &Letters.embed(&["cut"]).unwrap()[0],
+        )
+        .unwrap();
+        assert_eq!(v, want);
     }
 
     #[test]
