@@ -11,7 +11,8 @@ Usage (release build first: `cargo build --release -p deloop`):
 
     python3 scripts/eval-beir.py [--deloop target/release/deloop]
         [--data ../shared/data/scifact] [--work /tmp/deloop-beir]
-        [--reuse] [--json results.json]
+        [--reuse] [--json results.json] [--embedder minilm|minilm-onnx ...]
+        [--indexes porter,unicode61,minilm,minilm-onnx]
         [--hyde fused,average[,concat]] [--hyde-weights 1,0.5] [--hyde-cached-only]
 
 HyDE (`--hyde MODES`): every run is repeated with `deloop search --hyde` for
@@ -166,8 +167,10 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--reuse", action="store_true", help="keep existing index files")
     ap.add_argument("--no-minilm", action="store_true", help="lexical runs only")
-    ap.add_argument("--indexes", default="porter,unicode61,minilm",
+    ap.add_argument("--indexes", default="porter,unicode61,minilm,minilm-onnx",
                     help="the indexes to build and run, comma-separated")
+    ap.add_argument("--embedder", action="append", choices=["minilm", "minilm-onnx"],
+                    help="embedder(s) to build and evaluate (repeatable; default minilm)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--hyde", default="", help="HyDE modes to run, comma-separated "
                     "(fused, average, concat); the LLM comes from the environment")
@@ -199,8 +202,9 @@ def main() -> None:
 
     results = {"queries": len(qrels), "builds": {}, "runs": {}}
     builds = [("porter", "none", "porter"), ("unicode61", "none", "none")]
-    if not a.no_minilm:
-        builds.append(("minilm", "minilm", "porter"))
+    embedders = [] if a.no_minilm else (a.embedder or ["minilm"])
+    for e in embedders:
+        builds.append((e, e, "porter"))
     builds = [b for b in builds if b[0] in a.indexes.split(",")]
     for name, embedder, stemmer in builds:
         db = work / f"{name}.db"
@@ -229,8 +233,8 @@ def main() -> None:
                   f"= {rate:.1f} chunks/s (embedder {stats['embedder']})", file=sys.stderr)
 
     plan = [("porter", "lexical"), ("unicode61", "lexical")]
-    if not a.no_minilm:
-        plan += [("minilm", "lexical"), ("minilm", "vector"), ("minilm", "hybrid")]
+    for e in embedders:
+        plan += [(e, "lexical"), (e, "vector"), (e, "hybrid")]
     plan = [p for p in plan if p[0] in a.indexes.split(",")]
     for db_name, mode in plan:
         for hyde in [None] + hyde_runs:
@@ -245,7 +249,8 @@ def main() -> None:
 
     # Offline fusion sweep over the lexical and vector runs (same depth, 100,
     # as deloop's hybrid search at k=100): how sensitive RRF is to its k.
-    lex, vec = results["runs"].get("minilm/lexical"), results["runs"].get("minilm/vector")
+    first = embedders[0] if embedders else "minilm"
+    lex, vec = results["runs"].get(f"{first}/lexical"), results["runs"].get(f"{first}/vector")
     if lex and vec:
         sweep = {}
         for rk in (10, 20, 40, 60, 100):

@@ -129,11 +129,44 @@ impl ConfigError {
 pub struct IndexSection {
     /// The SQLite index file (`DELOOP_DB`; default [`DEFAULT_DB`]).
     pub db: Option<PathBuf>,
-    /// `auto` (MiniLM when its files are found, else none), `minilm`,
+    /// `auto` (MiniLM when its files are found, else none), `minilm`
+    /// (candle), `minilm-onnx` (ONNX Runtime, int8; scripts/setup-onnx.sh),
     /// `gemini`, `openai` or `none` (`DELOOP_EMBEDDER`).
     pub embedder: Option<String>,
     /// Directory with the MiniLM files (`DELOOP_MINILM_DIR`).
     pub minilm_dir: Option<PathBuf>,
+    /// Seconds between the progress lines `deloop index` logs when stderr is
+    /// not a terminal (`DELOOP_PROGRESS_INTERVAL`; default
+    /// [`DEFAULT_PROGRESS_INTERVAL_SECS`]; `0` logs every item).
+    pub progress_interval: Option<f64>,
+}
+
+/// Default seconds between `deloop index` progress lines on a non-terminal
+/// stderr.
+pub const DEFAULT_PROGRESS_INTERVAL_SECS: f64 = 10.0;
+
+impl IndexSection {
+    /// The progress log interval: the configured value when it is a finite,
+    /// non-negative number of seconds, else an error naming the key.
+    pub fn progress_interval(&self) -> Result<std::time::Duration, ConfigError> {
+        let secs = self
+            .progress_interval
+            .unwrap_or(DEFAULT_PROGRESS_INTERVAL_SECS);
+        progress_interval_from(secs).ok_or_else(|| {
+            ConfigError::invalid(
+                "index.progress_interval",
+                secs.to_string(),
+                "a finite number of seconds >= 0",
+            )
+        })
+    }
+}
+
+/// `secs` as a [`std::time::Duration`] when it is finite and non-negative
+/// (at most a day).
+pub fn progress_interval_from(secs: f64) -> Option<std::time::Duration> {
+    (secs.is_finite() && (0.0..=86_400.0).contains(&secs))
+        .then(|| std::time::Duration::from_secs_f64(secs))
 }
 
 /// `[oracle]`: how the oracle (`deloop ask`, `/api/oracle`) retrieves and
@@ -341,6 +374,18 @@ impl Config {
         }
         if let Some(v) = get("DELOOP_MINILM_DIR") {
             self.index.minilm_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_PROGRESS_INTERVAL") {
+            let secs = v
+                .parse::<f64>()
+                .ok()
+                .filter(|s| progress_interval_from(*s).is_some())
+                .ok_or_else(|| ConfigError::Env {
+                    var: "DELOOP_PROGRESS_INTERVAL",
+                    value: v.to_owned(),
+                    expected: "seconds between progress lines, a number from 0 to 86400",
+                })?;
+            self.index.progress_interval = Some(secs);
         }
         if let Some(v) = get("DELOOP_MODE") {
             self.oracle.mode = v.to_string();

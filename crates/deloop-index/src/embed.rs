@@ -42,7 +42,7 @@ pub const MINILM_DIR_ENV: &str = "DELOOP_MINILM_DIR";
 pub const MINILM_MAX_TOKENS: usize = 256;
 
 /// Texts embedded per forward pass (sorted by length to limit padding).
-const MINILM_BATCH: usize = 16;
+pub(crate) const MINILM_BATCH: usize = 16;
 
 /// The local all-MiniLM-L6-v2 sentence embedder (384 dimensions), run on the
 /// CPU with candle from `model.safetensors`, `config.json` and
@@ -87,7 +87,6 @@ impl MiniLm {
         };
         let weights = file("model.safetensors")?;
         let config = file("config.json")?;
-        let tok = file("tokenizer.json")?;
 
         let bad = |what: &str, e: &dyn std::fmt::Display| {
             EmbedError::Unavailable(format!(
@@ -98,17 +97,7 @@ impl MiniLm {
         let config_text = std::fs::read_to_string(&config).map_err(|e| bad("config.json", &e))?;
         let config: Config =
             serde_json::from_str(&config_text).map_err(|e| bad("config.json", &e))?;
-        let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| bad("tokenizer.json", &e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: MINILM_MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| bad("tokenizer.json", &e))?;
+        let tokenizer = minilm_tokenizer(dir)?;
         let device = Device::Cpu;
         // SAFETY: the weights file is memory-mapped read-only; deloop never
         // writes to it, and the user is told not to modify it while running.
@@ -192,6 +181,34 @@ impl Embedder for MiniLm {
     }
 }
 
+/// MiniLM's `tokenizer.json` from `dir`, set to pad each batch to its
+/// longest text and truncate at [`MINILM_MAX_TOKENS`] word pieces.
+pub(crate) fn minilm_tokenizer(dir: &Path) -> Result<Tokenizer, EmbedError> {
+    let tok = dir.join("tokenizer.json");
+    if !tok.is_file() {
+        return Err(EmbedError::Unavailable(format!(
+            "{} is missing; run scripts/setup-model.sh or point {MINILM_DIR_ENV} \
+             at a directory with the all-MiniLM-L6-v2 files",
+            tok.display()
+        )));
+    }
+    let bad = |e: &dyn std::fmt::Display| {
+        EmbedError::Unavailable(format!("cannot load MiniLM {}: {e}", tok.display()))
+    };
+    let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| bad(&e))?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        ..Default::default()
+    }));
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: MINILM_MAX_TOKENS,
+            ..Default::default()
+        }))
+        .map_err(|e| bad(&e))?;
+    Ok(tokenizer)
+}
+
 /// Scales `v` to unit length (leaves an all-zero vector alone).
 pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -219,6 +236,52 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     } else {
         dot / (na.sqrt() * nb.sqrt())
     }
+}
+
+/// A local embedder that may be shared between threads.
+pub type LocalEmbedder = Box<dyn Embedder + Send + Sync>;
+
+/// Loads the local embedder whose vectors carry `id`: [`MiniLm`] (candle)
+/// for [`MiniLm::ID`], [`crate::MiniLmOnnx`] for ids starting with
+/// [`crate::MiniLmOnnx::ID_PREFIX`]. `None` when `id` is no local
+/// embedder's. An ONNX index whose model file changed since is an error
+/// that says to re-index: its vectors would not match the new model's.
+pub fn local_embedder_for_id(
+    id: &str,
+    minilm_dir: Option<&Path>,
+    onnx_dir: Option<&Path>,
+) -> Option<Result<LocalEmbedder, EmbedError>> {
+    if id == MiniLm::ID {
+        return Some(
+            find_minilm_dir(minilm_dir)
+                .and_then(|d| MiniLm::load(&d))
+                .map(|m| Box::new(m) as LocalEmbedder),
+        );
+    }
+    if id.starts_with(crate::MiniLmOnnx::ID_PREFIX) {
+        return Some(load_onnx(minilm_dir, onnx_dir).and_then(|m| {
+            if m.id() == id {
+                Ok(Box::new(m) as LocalEmbedder)
+            } else {
+                Err(EmbedError::Unavailable(format!(
+                    "the index was built with `{id}` but the installed ONNX model is `{}`: \
+                     rebuild the index with `deloop index --reindex`",
+                    m.id()
+                )))
+            }
+        }));
+    }
+    None
+}
+
+/// Loads [`crate::MiniLmOnnx`] from the directories found by
+/// [`crate::find_onnx_dir`] and [`find_minilm_dir`].
+pub fn load_onnx(
+    minilm_dir: Option<&Path>,
+    onnx_dir: Option<&Path>,
+) -> Result<crate::MiniLmOnnx, EmbedError> {
+    let onnx = crate::find_onnx_dir(onnx_dir)?;
+    crate::MiniLmOnnx::load(&onnx, &find_minilm_dir(minilm_dir)?)
 }
 
 /// Finds the MiniLM model directory: `configured` when given, else

@@ -21,13 +21,18 @@
 pub mod chunk;
 pub mod embed;
 mod ingest;
+pub mod onnx;
 mod search;
 mod stopwords;
 mod store;
 
 pub use chunk::{Chunk, ChunkConfig};
-pub use embed::{cosine, find_minilm_dir, EmbedError, Embedder, MiniLm, MINILM_DIR_ENV};
+pub use embed::{
+    cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, LocalEmbedder,
+    MiniLm, MINILM_DIR_ENV,
+};
 pub use ingest::{IndexStats, Progress};
+pub use onnx::{find_onnx_dir, MiniLmOnnx, ONNX_DIR_ENV};
 pub use search::{
     fts_query, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion, ChunkMatch, PassageRanking,
     Retrieval, SearchOutcome, SearchRequest, DEFAULT_RRF_K,

@@ -107,6 +107,10 @@ fn build_embedder(
             minilm(settings.minilm_dir.as_deref())
                 .map_err(|e| OracleError::Embedder(e.to_string()))?,
         ))),
+        "minilm-onnx" => Ok(Some(Box::new(
+            deloop_index::load_onnx(settings.minilm_dir.as_deref(), None)
+                .map_err(|e| OracleError::Embedder(e.to_string()))?,
+        ))),
         "gemini" | "openai" => {
             let client = deloop_llm::EmbeddingClient::from_config(&config.llm)
                 .map_err(|e| OracleError::Embedder(e.to_string()))?
@@ -138,10 +142,12 @@ pub(crate) fn query_embedder(config: &Config, index: &Index) -> QueryEmbedder {
         Ok(_) => return QueryEmbedder::default(),
         Err(e) => return problem(format!("cannot read the index's embedder: {e}")),
     };
-    if info.id.starts_with("minilm:") {
-        return match minilm(config.index.minilm_dir.as_deref()) {
+    if let Some(loaded) =
+        deloop_index::local_embedder_for_id(&info.id, config.index.minilm_dir.as_deref(), None)
+    {
+        return match loaded {
             Ok(m) => QueryEmbedder {
-                embedder: Some(Box::new(m)),
+                embedder: Some(m),
                 problem: None,
             },
             Err(e) => problem(format!(

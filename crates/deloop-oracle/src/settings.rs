@@ -20,7 +20,7 @@ use crate::types::Mode;
 pub const MAX_K: usize = 100;
 
 /// The embedders `[index] embedder` may name.
-pub(crate) const EMBEDDERS: &str = "one of auto, minilm, gemini, openai, none";
+pub(crate) const EMBEDDERS: &str = "one of auto, minilm, minilm-onnx, gemini, openai, none";
 
 /// Typed settings of an [`crate::Oracle`]: the defaults of every request.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +88,7 @@ impl Settings {
             .to_ascii_lowercase();
         if !matches!(
             embedder.as_str(),
-            "auto" | "minilm" | "gemini" | "openai" | "none"
+            "auto" | "minilm" | "minilm-onnx" | "gemini" | "openai" | "none"
         ) {
             return Err(ConfigError::invalid("embedder", embedder, EMBEDDERS));
         }

@@ -29,8 +29,7 @@ use std::path::Path;
 
 use deloop_index::{Embedder, Retrieval};
 use deloop_oracle::embedded::{build_default_index, EMBEDDED_DOCS};
-use deloop_oracle::hyde::QueryVectorMode;
-use deloop_oracle::retrieve::{retrieve, RetrieveOptions};
+use deloop_oracle::retrieve::{retrieve, HydeJoin, RetrieveOptions};
 use deloop_oracle::Passage;
 
 /// Questions that must find their section in the top 3, out of 30.
@@ -213,7 +212,7 @@ fn evaluate(
             &RetrieveOptions {
                 mode,
                 k: TOP,
-                query_vector: QueryVectorMode::Average,
+                hyde: HydeJoin::default(),
             },
             Some(root),
         )

@@ -323,3 +323,172 @@ fn every_command_reads_the_index_path_from_the_config_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("bd"), "{}", text(&out.stderr));
 }
+
+/// With stderr piped (not a terminal), `deloop index` logs progress lines at
+/// the configured interval: every item with interval 0, none with `--quiet`.
+#[test]
+fn index_logs_progress_lines_when_stderr_is_not_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let out = deloop(
+        tmp.path(),
+        &[
+            "index",
+            "--embedder",
+            "none",
+            "--progress-interval",
+            "0",
+            "docs",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("deloop: indexing: "))
+        .collect();
+    assert_eq!(lines.len(), 4, "one line per file with interval 0: {err}");
+    assert!(lines[3].contains("4/4 items (100.0%)"), "{err}");
+
+    // The environment variable sets it too; --quiet silences it.
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .args([
+            "index",
+            "--embedder",
+            "none",
+            "--reindex",
+            "--quiet",
+            "docs",
+        ])
+        .current_dir(tmp.path())
+        .env_remove("DELOOP_DB")
+        .env_remove("DELOOP_CONFIG")
+        .env("DELOOP_PROGRESS_INTERVAL", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("deloop: indexing:"));
+
+    // A config file's `[index] progress_interval` is read.
+    std::fs::write(
+        tmp.path().join("deloop.toml"),
+        "[index]\nprogress_interval = 0\n",
+    )
+    .unwrap();
+    let out = deloop(
+        tmp.path(),
+        &["index", "--embedder", "none", "--reindex", "docs"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let n = text(&out.stderr).matches("deloop: indexing: ").count();
+    assert_eq!(n, 4, "{}", text(&out.stderr));
+
+    // A bad value is a clear error.
+    let out = deloop(
+        tmp.path(),
+        &[
+            "index",
+            "--embedder",
+            "none",
+            "--progress-interval=-1",
+            "docs",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--progress-interval"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `--embedder minilm-onnx` without its install says what to run.
+#[test]
+fn onnx_embedder_missing_names_the_setup_script() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let empty = tmp.path().join("no-onnx");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = deloop(
+        tmp.path(),
+        &[
+            "index",
+            "--embedder",
+            "minilm-onnx",
+            "--onnx-dir",
+            empty.to_str().unwrap(),
+            "docs",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let err = text(&out.stderr);
+    assert!(err.contains("scripts/setup-onnx.sh"), "{err}");
+    assert!(err.contains("--embedder minilm"), "{err}");
+}
+
+/// An index built with the ONNX embedder searches with it, and refuses
+/// candle's vectors until it is rebuilt with --reindex.
+#[test]
+fn onnx_index_refuses_another_embedder_until_reindexed() {
+    let present =
+        deloop_index::find_minilm_dir(None).is_ok() && deloop_index::find_onnx_dir(None).is_ok();
+    if !deloop_testdata::real_component(
+        present,
+        "deloop index_cli onnx",
+        "run scripts/setup-model.sh and scripts/setup-onnx.sh",
+    ) {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let out = deloop(
+        tmp.path(),
+        &["index", "--embedder", "minilm-onnx", "--json", "docs"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = stats["embedder"].as_str().unwrap().to_string();
+    assert!(id.starts_with("minilm-onnx-int8:"), "{id}");
+
+    // Vector search embeds the query with the same embedder.
+    let out = deloop(
+        tmp.path(),
+        &[
+            "search",
+            "--json",
+            "--retrieval",
+            "vector",
+            "--k",
+            "1",
+            "publishing a new version",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["retrieval_used"], "vector", "{v}");
+    assert!(v["fallback_reason"].is_null(), "{v}");
+    assert!(v["hits"][0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("deploy.md"));
+
+    let out = deloop(tmp.path(), &["index", "--embedder", "minilm", "docs"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains(&id) && err.contains("--reindex"), "{err}");
+
+    let out = deloop(
+        tmp.path(),
+        &[
+            "index",
+            "--embedder",
+            "minilm",
+            "--reindex",
+            "--json",
+            "docs",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["embedder"], "minilm:all-MiniLM-L6-v2");
+}

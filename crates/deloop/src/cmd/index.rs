@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use deloop_index::{find_minilm_dir, EmbedError, Embedder, Index, IndexOptions, MiniLm, Stemmer};
+use deloop_index::{
+    find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, Index, IndexOptions,
+    LocalEmbedder, MiniLm, Stemmer,
+};
 
 use crate::exit::{BadInput, Exit};
 use crate::render::search::{index_stats, IndexProgress};
@@ -25,16 +28,22 @@ pub struct Args {
     /// with `_id`, `title`, `text`).
     #[arg(long, default_value = "files", value_parser = ["files", "beir"])]
     pub format: String,
-    /// Embedder for the vectors: `auto` (the index's own, else MiniLM when
-    /// its files are found, else none), `minilm` or `none` (lexical only).
+    /// Embedder for the vectors: `auto` (the index's own; for a new index
+    /// `minilm` when its files are found, else none), `minilm` (candle, f32),
+    /// `minilm-onnx` (ONNX Runtime, int8) or `none` (lexical only).
     #[arg(long, default_value = "auto", env = "DELOOP_EMBEDDER",
-          value_parser = ["auto", "minilm", "none"])]
+          value_parser = ["auto", "minilm", "minilm-onnx", "none"])]
     pub embedder: String,
     /// Directory with the MiniLM files (model.safetensors, config.json,
     /// tokenizer.json); default: the pip package installed by
     /// scripts/setup-model.sh.
     #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
     pub minilm_dir: Option<PathBuf>,
+    /// Directory with libonnxruntime.so and all-MiniLM-L6-v2-int8.onnx for
+    /// `--embedder minilm-onnx`; default: ~/.cache/deloop/onnx, where
+    /// scripts/setup-onnx.sh installs them.
+    #[arg(long, value_name = "DIR", env = "DELOOP_ONNX_DIR")]
+    pub onnx_dir: Option<PathBuf>,
     /// Delete the index file and build it anew (needed to switch embedder
     /// or stemmer; also drops the HyDE cache).
     #[arg(long)]
@@ -43,7 +52,12 @@ pub struct Args {
     /// stemming, accent-insensitive) or `none` (accent-insensitive only).
     #[arg(long, default_value = "porter", value_parser = ["porter", "none"])]
     pub stemmer: String,
-    /// No progress bar and no warnings on stderr.
+    /// Seconds between progress lines when stderr is not a terminal (a pipe
+    /// or a log file); `0` logs every item. Default: the config file's
+    /// `[index] progress_interval`, else 10.
+    #[arg(long, value_name = "SECONDS", env = "DELOOP_PROGRESS_INTERVAL")]
+    pub progress_interval: Option<f64>,
+    /// No progress bar, no progress lines and no warnings on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     /// Print the statistics as one JSON object.
@@ -61,6 +75,24 @@ pub(crate) fn db_path(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// [`find_minilm_dir`] finds it.
 pub(crate) fn load_minilm(dir: Option<&Path>) -> Result<MiniLm, EmbedError> {
     MiniLm::load(&find_minilm_dir(dir)?)
+}
+
+/// The embedder `auto` picks for a new index: candle's MiniLM, else none
+/// (with a warning). `minilm-onnx` is chosen by name only, until its
+/// retrieval quality is measured against candle's (docs/retrieval.md).
+fn auto_embedder(minilm_dir: Option<&Path>, quiet: bool) -> Option<LocalEmbedder> {
+    match load_minilm(minilm_dir) {
+        Ok(m) => Some(Box::new(m)),
+        Err(e) => {
+            if !quiet {
+                eprintln!(
+                    "deloop: warning: {e}\ndeloop: indexing without vectors \
+                     (lexical search only)"
+                );
+            }
+            None
+        }
+    }
 }
 
 /// Runs `deloop index`.
@@ -94,38 +126,42 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let recorded = index
         .embedder_info()?
         .filter(|_| index.summary().is_ok_and(|s| s.chunks > 0));
-    let embedder: Option<MiniLm> = match args.embedder.as_str() {
+    let minilm_dir = args.minilm_dir.as_deref();
+    let onnx_dir = args.onnx_dir.as_deref();
+    let embedder: Option<LocalEmbedder> = match args.embedder.as_str() {
         "none" => None,
-        "minilm" => Some(load_minilm(args.minilm_dir.as_deref())?),
+        "minilm" => Some(Box::new(load_minilm(minilm_dir)?)),
+        "minilm-onnx" => Some(Box::new(load_onnx(minilm_dir, onnx_dir)?)),
         _ => match recorded {
             Some(info) if info.is_none() => None,
-            Some(info) if info.id == MiniLm::ID => Some(load_minilm(args.minilm_dir.as_deref())?),
-            Some(info) => {
-                return Err(BadInput(format!(
-                    "{} was built with embedder `{}`, which `deloop index` cannot run; \
-                     rebuild it with --reindex (and --embedder minilm or none)",
-                    db.display(),
-                    info.id
-                ))
-                .into())
-            }
-            None => match load_minilm(args.minilm_dir.as_deref()) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    if !args.quiet {
-                        eprintln!(
-                            "deloop: warning: {e}\ndeloop: indexing without vectors \
-                             (lexical search only)"
-                        );
-                    }
-                    None
+            Some(info) => match local_embedder_for_id(&info.id, minilm_dir, onnx_dir) {
+                Some(loaded) => Some(loaded?),
+                None => {
+                    return Err(BadInput(format!(
+                        "{} was built with embedder `{}`, which `deloop index` cannot run; \
+                         rebuild it with --reindex (and --embedder minilm-onnx, minilm or none)",
+                        db.display(),
+                        info.id
+                    ))
+                    .into())
                 }
             },
+            None => auto_embedder(minilm_dir, args.quiet),
         },
     };
-    let embedder_ref = embedder.as_ref().map(|m| m as &dyn Embedder);
+    let embedder_ref = embedder.as_deref().map(|m| m as &dyn Embedder);
 
-    let bar = IndexProgress::new(args.quiet);
+    let interval = match args.progress_interval {
+        Some(secs) => deloop_config::progress_interval_from(secs).ok_or_else(|| {
+            BadInput(format!(
+                "--progress-interval {secs}: expected seconds from 0 to 86400"
+            ))
+        })?,
+        None => deloop_config::Config::load(None)?
+            .index
+            .progress_interval()?,
+    };
+    let bar = IndexProgress::new(args.quiet, interval);
     let mut report = |p| bar.update(p);
     let stats = if beir {
         index.index_beir(&args.paths[0], embedder_ref, &mut report)

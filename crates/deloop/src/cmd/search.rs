@@ -5,12 +5,14 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use deloop_index::{Index, MiniLm, Retrieval, SearchOutcome, SearchRequest};
+use deloop_index::{
+    local_embedder_for_id, Index, LocalEmbedder, Retrieval, SearchOutcome, SearchRequest,
+};
 use deloop_llm::LlmClient;
 use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams};
 use deloop_oracle::retrieve::{search_request, HydeJoin, IndexCache};
 
-use crate::cmd::index::{db_path, load_minilm, map_index_error};
+use crate::cmd::index::{db_path, map_index_error};
 use crate::exit::{BadInput, Exit};
 use crate::render::search::{batch_human, batch_line, fallback_note, outcome_human, outcome_json};
 
@@ -52,6 +54,10 @@ pub struct Args {
     /// by scripts/setup-model.sh).
     #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
     pub minilm_dir: Option<PathBuf>,
+    /// Directory with libonnxruntime.so and the int8 model, for an index
+    /// built with `--embedder minilm-onnx` (default: ~/.cache/deloop/onnx).
+    #[arg(long, value_name = "DIR", env = "DELOOP_ONNX_DIR")]
+    pub onnx_dir: Option<PathBuf>,
     /// Machine output: one JSON object (or one line per query in batch mode,
     /// `{"query_id", "hits": [{"id", "score"}], "took_ms"}`; `id` is the BEIR
     /// doc id, else the chunk id).
@@ -61,8 +67,7 @@ pub struct Args {
 
 /// The query embedder for this index, or why there is none.
 enum QueryEmbedder {
-    // Boxed: the model is large and the other variants are tiny.
-    Ready(Box<MiniLm>),
+    Ready(LocalEmbedder),
     Unavailable(String),
     NotNeeded,
 }
@@ -75,14 +80,18 @@ impl QueryEmbedder {
         Ok(match index.embedder_info()? {
             None => QueryEmbedder::NotNeeded, // empty index: search reports it
             Some(info) if info.is_none() => QueryEmbedder::NotNeeded,
-            Some(info) if info.id == MiniLm::ID => match load_minilm(args.minilm_dir.as_deref()) {
-                Ok(m) => QueryEmbedder::Ready(Box::new(m)),
-                Err(e) => QueryEmbedder::Unavailable(format!("embedder failed: {e}")),
+            Some(info) => match local_embedder_for_id(
+                &info.id,
+                args.minilm_dir.as_deref(),
+                args.onnx_dir.as_deref(),
+            ) {
+                Some(Ok(m)) => QueryEmbedder::Ready(m),
+                Some(Err(e)) => QueryEmbedder::Unavailable(format!("embedder failed: {e}")),
+                None => QueryEmbedder::Unavailable(format!(
+                    "the index's vectors come from `{}`, which `deloop search` cannot run",
+                    info.id
+                )),
             },
-            Some(info) => QueryEmbedder::Unavailable(format!(
-                "the index's vectors come from `{}`, which `deloop search` cannot run",
-                info.id
-            )),
         })
     }
 

@@ -3,24 +3,42 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use deloop_index::{ChunkMatch, IndexStats, Progress, Retrieval, SearchOutcome};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-/// The `deloop index` progress bar on stderr (hidden when stderr is not a
-/// terminal or with `--quiet`). Warnings are printed on stderr either way
-/// (unless quiet).
+/// The `deloop index` progress on stderr: a bar when stderr is a terminal,
+/// else one log line every `log_interval` (the interval is checked as items
+/// complete, so a line needs at least one finished item). Nothing with
+/// `--quiet`. Warnings are printed on stderr either way (unless quiet).
 pub struct IndexProgress {
     bar: ProgressBar,
     quiet: bool,
+    log: Option<ProgressLog>,
+}
+
+/// Interval logging for a non-terminal stderr.
+struct ProgressLog {
+    interval: Duration,
+    started: Instant,
+    last: std::cell::Cell<Instant>,
+    total: std::cell::Cell<Option<u64>>,
 }
 
 impl IndexProgress {
-    /// A bar that draws only when `stderr` is a terminal and not `quiet`.
-    pub fn new(quiet: bool) -> Self {
+    /// A bar that draws only when `stderr` is a terminal and not `quiet`;
+    /// when stderr is not a terminal (a pipe, a log file), a line every
+    /// `log_interval` instead.
+    pub fn new(quiet: bool, log_interval: Duration) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        Self::with_terminal(quiet, log_interval, terminal)
+    }
+
+    fn with_terminal(quiet: bool, log_interval: Duration, terminal: bool) -> Self {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-        if !quiet && std::io::stderr().is_terminal() {
+        if !quiet && terminal {
             bar.set_draw_target(ProgressDrawTarget::stderr());
         }
         bar.set_style(
@@ -29,16 +47,39 @@ impl IndexProgress {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        Self { bar, quiet }
+        let now = Instant::now();
+        let log = (!quiet && !terminal).then(|| ProgressLog {
+            interval: log_interval,
+            started: now,
+            last: std::cell::Cell::new(now),
+            total: std::cell::Cell::new(None),
+        });
+        Self { bar, quiet, log }
     }
 
     /// Reports one ingestion event.
     pub fn update(&self, p: Progress) {
         match p {
-            Progress::Start { total } => self.bar.set_length(total),
+            Progress::Start { total } => {
+                self.bar.set_length(total);
+                if let Some(log) = &self.log {
+                    log.total.set(Some(total));
+                }
+            }
             Progress::Item { done, name } => {
                 self.bar.set_position(done);
-                self.bar.set_message(short_name(&name));
+                if let Some(log) = &self.log {
+                    let now = Instant::now();
+                    if now.duration_since(log.last.get()) >= log.interval {
+                        log.last.set(now);
+                        eprintln!(
+                            "{}",
+                            progress_line(done, log.total.get(), now - log.started)
+                        );
+                    }
+                } else {
+                    self.bar.set_message(short_name(&name));
+                }
             }
             Progress::Warning { message } => {
                 if !self.quiet {
@@ -51,6 +92,19 @@ impl IndexProgress {
     /// Removes the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// One progress log line: `deloop: indexing: 120/5183 items (2.3%), 14.0 s, 8.6 items/s`.
+pub fn progress_line(done: u64, total: Option<u64>, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+    match total {
+        Some(t) if t > 0 => format!(
+            "deloop: indexing: {done}/{t} items ({:.1}%), {secs:.1} s, {rate:.1} items/s",
+            done as f64 * 100.0 / t as f64
+        ),
+        _ => format!("deloop: indexing: {done} items, {secs:.1} s, {rate:.1} items/s"),
     }
 }
 
@@ -207,5 +261,18 @@ mod tests {
     fn snippet_cuts_on_chars() {
         assert_eq!(snippet("a\n b", 10), "a b");
         assert_eq!(snippet(&"ñ".repeat(5), 3), "ñññ…");
+    }
+
+    #[test]
+    fn progress_line_reports_count_share_and_rate() {
+        let l = progress_line(50, Some(200), Duration::from_secs(10));
+        assert_eq!(
+            l,
+            "deloop: indexing: 50/200 items (25.0%), 10.0 s, 5.0 items/s"
+        );
+        let l = progress_line(3, None, Duration::ZERO);
+        assert_eq!(l, "deloop: indexing: 3 items, 0.0 s, 0.0 items/s");
+        let l = progress_line(0, Some(0), Duration::from_secs(1));
+        assert_eq!(l, "deloop: indexing: 0 items, 1.0 s, 0.0 items/s");
     }
 }

