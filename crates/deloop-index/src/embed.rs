@@ -166,19 +166,27 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Sort by length so each forward pass pads little, then restore order.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for group in order.chunks(MINILM_BATCH) {
-            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-            let vectors = self.embed_batch(&batch)?;
-            for (&i, v) in group.iter().zip(vectors) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+        embed_by_length(texts, |batch| self.embed_batch(batch))
     }
+}
+
+/// Embeds `texts` in batches of [`MINILM_BATCH`] sorted by length, so each
+/// forward pass pads little, and returns the vectors in the texts' order.
+pub(crate) fn embed_by_length(
+    texts: &[&str],
+    mut embed_batch: impl FnMut(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&i| texts[i].len());
+    let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+    for group in order.chunks(MINILM_BATCH) {
+        let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
+        let vectors = embed_batch(&batch)?;
+        for (&i, v) in group.iter().zip(vectors) {
+            out[i] = v;
+        }
+    }
+    Ok(out)
 }
 
 /// MiniLM's `tokenizer.json` from `dir`, set to pad each batch to its

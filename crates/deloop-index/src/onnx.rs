@@ -17,7 +17,7 @@ use ort::value::Tensor;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use crate::embed::{minilm_tokenizer, normalize, EmbedError, Embedder, MINILM_BATCH};
+use crate::embed::{embed_by_length, minilm_tokenizer, normalize, EmbedError, Embedder};
 
 /// The environment variable that names the directory with
 /// `libonnxruntime.so` and [`ONNX_MODEL_FILE`].
@@ -220,18 +220,7 @@ impl Embedder for MiniLmOnnx {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        // Sort by length so each run pads little, then restore order.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for group in order.chunks(MINILM_BATCH) {
-            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-            let vectors = self.embed_batch(&batch)?;
-            for (&i, v) in group.iter().zip(vectors) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+        embed_by_length(texts, |batch| self.embed_batch(batch))
     }
 }
 

@@ -674,17 +674,7 @@ mod tests {
 
     #[test]
     fn a_spanish_question_also_searches_its_english_rendering() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("a.md"),
-            "# Loops\n\nthe watcher cuts the stream\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("b.md"), "# Rescue\n\nzzz json rescue\n").unwrap();
-        let mut index = Index::open_in_memory().unwrap();
-        index
-            .index_paths(&[dir.path().to_path_buf()], Some(&Letters), &mut |_| {})
-            .unwrap();
+        let (_dir, index) = index();
         let opts = RetrieveOptions {
             mode: Retrieval::Lexical,
             k: 2,
