@@ -187,9 +187,15 @@ pub struct OracleSection {
     /// ranking fused by RRF), `average` or `concat` (the query vector)
     /// (`DELOOP_HYDE_QUERY_VECTOR`).
     pub hyde_query_vector: String,
-    /// The weight of the HyDE passage's ranking in `fused` mode, against 1
-    /// for each of the question's rankings (`DELOOP_HYDE_FUSED_WEIGHT`; 1.0).
+    /// The largest weight of the HyDE passage's ranking in `fused` mode,
+    /// against 1 for each of the question's rankings
+    /// (`DELOOP_HYDE_FUSED_WEIGHT`; 1.0).
     pub hyde_fused_weight: f32,
+    /// How strictly the passage's weight follows the question's agreement
+    /// with it in `fused` mode: the weight is `hyde_fused_weight ×
+    /// agreement^hyde_agreement_power`; 0 keeps it fixed
+    /// (`DELOOP_HYDE_AGREEMENT_POWER`; 3).
+    pub hyde_agreement_power: f32,
     /// HyDE call timeout in seconds (15).
     pub hyde_timeout_secs: u64,
     /// Sampling temperature of the HyDE call (1.0, the seed's; 0 is greedy).
@@ -218,8 +224,10 @@ impl Default for OracleSection {
             // deloop-oracle's `QueryVectorMode::default()` (a test there
             // checks that the two agree).
             hyde_query_vector: "fused".into(),
-            // deloop-oracle's `DEFAULT_FUSED_WEIGHT` (checked there too).
-            hyde_fused_weight: 0.25,
+            // deloop-oracle's `DEFAULT_FUSED_WEIGHT` and
+            // `DEFAULT_AGREEMENT_POWER` (checked there too).
+            hyde_fused_weight: 1.0,
+            hyde_agreement_power: 3.0,
             hyde_timeout_secs: 15,
             // deloop-oracle's `HydeParams::default()` (a test there checks
             // that they agree).
@@ -406,6 +414,13 @@ impl Config {
                 expected: "a number (the weight of the HyDE ranking)",
             })?;
         }
+        if let Some(v) = get("DELOOP_HYDE_AGREEMENT_POWER") {
+            self.oracle.hyde_agreement_power = v.parse().map_err(|_| ConfigError::Env {
+                var: "DELOOP_HYDE_AGREEMENT_POWER",
+                value: v.to_owned(),
+                expected: "a number (the exponent of the HyDE agreement)",
+            })?;
+        }
         if let Some(v) = get("DELOOP_STREAM") {
             self.oracle.stream = parse_bool("DELOOP_STREAM", v)?;
         }
@@ -483,7 +498,7 @@ mod tests {
             dir.path().join("deloop.toml"),
             "[llm]\nmodel = \"file-model\"\n[index]\ndb = \"file.db\"\n\
              [oracle]\nmode = \"help\"\nhyde = true\nk = 3\nhyde_temperature = 0.0\n\
-             hyde_max_output_tokens = 64\nhyde_fused_weight = 0.5\n[guards]\nmin_answer_chars = 30\n\
+             hyde_max_output_tokens = 64\nhyde_fused_weight = 0.5\nhyde_agreement_power = 2\n[guards]\nmin_answer_chars = 30\n\
              [guards.clamp.words]\nmin_run = 20\n[server]\n",
         )
         .unwrap();
@@ -494,6 +509,7 @@ mod tests {
         assert_eq!(c.oracle.hyde_temperature, 0.0);
         assert_eq!(c.oracle.hyde_max_output_tokens, 64);
         assert_eq!(c.oracle.hyde_fused_weight, 0.5);
+        assert_eq!(c.oracle.hyde_agreement_power, 2.0);
         assert_eq!(c.oracle.hyde_query_vector, "fused");
         assert_eq!(c.guards.min_answer_chars, 30);
         assert_eq!(c.guards.clamp.words.min_run, 20);
@@ -512,6 +528,7 @@ mod tests {
                 ("DELOOP_HYDE", "false"),
                 ("DELOOP_HYDE_QUERY_VECTOR", "average"),
                 ("DELOOP_HYDE_FUSED_WEIGHT", "0.75"),
+                ("DELOOP_HYDE_AGREEMENT_POWER", "0"),
             ]),
             dir.path(),
         )
@@ -520,6 +537,7 @@ mod tests {
         assert!(!c.oracle.hyde);
         assert_eq!(c.oracle.hyde_query_vector, "average");
         assert_eq!(c.oracle.hyde_fused_weight, 0.75);
+        assert_eq!(c.oracle.hyde_agreement_power, 0.0);
         assert_eq!(
             c.db_path(Some(Path::new("flag.db"))).path,
             PathBuf::from("flag.db")

@@ -34,8 +34,9 @@ pub use embed::{
 pub use ingest::{IndexStats, Progress};
 pub use onnx::{find_onnx_dir, MiniLmOnnx, ONNX_DIR_ENV};
 pub use search::{
-    fts_query, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion, ChunkMatch, PassageRanking,
-    Retrieval, SearchOutcome, SearchRequest, DEFAULT_RRF_K,
+    fts_query, passage_agreement, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion,
+    ChunkMatch, PassageRanking, Retrieval, SearchOutcome, SearchRequest, AGREEMENT_DEPTH,
+    DEFAULT_RRF_K,
 };
 pub use stopwords::{fold_accents, is_stopword};
 pub use store::{EmbedderInfo, Index, IndexOptions, IndexSummary, Stemmer, SCHEMA_VERSION};

@@ -23,6 +23,9 @@ const HEADING_WEIGHT: f64 = 2.0;
 const BODY_WEIGHT: f64 = 1.0;
 /// Candidates taken from each list before fusion: at least this many.
 const MIN_FUSION_DEPTH: usize = 100;
+/// How many of the best chunks of the passage's list and of the question's
+/// list [`passage_agreement`] compares.
+pub const AGREEMENT_DEPTH: usize = 10;
 
 /// Which retrieval to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -109,6 +112,16 @@ impl Default for SearchRequest {
 /// the passage moves any chunk's score by at most `weight / (rrf_k + 1)`:
 /// a bad passage can only reorder chunks whose scores from the question
 /// are that close.
+///
+/// The weight is scaled, per search, by how far the question's own ranking
+/// corroborates the passage's: `weight × agreementᵖ`, where `agreement` is
+/// [`passage_agreement`] of the passage's list and the question's first
+/// list (its lexical ranking in hybrid and lexical searches, its vector
+/// ranking in vector searches) and `p` is [`PassageRanking::agreement_power`].
+/// In hybrid search the passage's vector ranking is checked against the
+/// question's lexical ranking: two independent kinds of evidence. A passage
+/// whose best chunks the question does not find weighs (nearly) nothing; one
+/// the question confirms counts up to `weight`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PassageRanking {
     /// The passage text (for the lexical ranking).
@@ -116,8 +129,57 @@ pub struct PassageRanking {
     /// The passage's embedding (for the vector ranking); without it, hybrid
     /// and vector searches ignore the passage.
     pub vector: Option<Vec<f32>>,
-    /// The list's weight in the fusion; the question's lists weigh 1.
+    /// The list's largest weight in the fusion; the question's lists weigh 1.
     pub weight: f32,
+    /// The exponent `p` of the agreement (`weight × agreementᵖ`); 0 keeps
+    /// the weight fixed whatever the agreement.
+    pub agreement_power: f32,
+}
+
+impl PassageRanking {
+    /// The weight this passage's list gets next to the question's list
+    /// `question`, given its own list `passage`: `weight ×
+    /// passage_agreement(passage, question)^agreement_power` (just `weight`
+    /// when the power is 0).
+    ///
+    /// ```
+    /// use deloop_index::PassageRanking;
+    /// let p = PassageRanking { text: "p".into(), vector: None, weight: 1.0, agreement_power: 2.0 };
+    /// let question: Vec<(i64, f32)> = (0..10).map(|id| (id, 0.0)).collect();
+    /// let passage: Vec<(i64, f32)> = (5..15).map(|id| (id, 0.0)).collect();
+    /// assert_eq!(p.effective_weight(&passage, &question), 0.25); // agreement 0.5
+    /// ```
+    pub fn effective_weight(&self, passage: &[(i64, f32)], question: &[(i64, f32)]) -> f32 {
+        if self.agreement_power == 0.0 {
+            return self.weight;
+        }
+        self.weight * passage_agreement(passage, question).powf(self.agreement_power)
+    }
+}
+
+/// The share of the passage's best [`AGREEMENT_DEPTH`] chunks that are also
+/// among the question's best [`AGREEMENT_DEPTH`]: `|top(passage) ∩
+/// top(question)| / n`, with `n` = the depth, or the longer list's length
+/// when both are shorter (so two complete rankings of a 3-chunk index agree
+/// fully). 0 when either list is empty. Always in `0..=1`; linear.
+///
+/// ```
+/// let question = [(1, 0.0), (2, 0.0), (3, 0.0)];
+/// assert_eq!(deloop_index::passage_agreement(&[(3, 0.0), (2, 0.0), (1, 0.0)], &question), 1.0);
+/// assert_eq!(deloop_index::passage_agreement(&[(7, 0.0)], &question), 0.0);
+/// ```
+pub fn passage_agreement(passage: &[(i64, f32)], question: &[(i64, f32)]) -> f32 {
+    let p = &passage[..passage.len().min(AGREEMENT_DEPTH)];
+    let q = &question[..question.len().min(AGREEMENT_DEPTH)];
+    let n = p.len().max(q.len());
+    if p.is_empty() || q.is_empty() {
+        return 0.0;
+    }
+    let shared = p
+        .iter()
+        .filter(|(id, _)| q.iter().any(|(o, _)| o == id))
+        .count();
+    shared as f32 / n as f32
 }
 
 /// One retrieved chunk.
@@ -198,14 +260,20 @@ impl Index {
                     p.weight
                 )));
             }
+            if !(p.agreement_power.is_finite() && p.agreement_power >= 0.0) {
+                return Err(Error::BadInput(format!(
+                    "the passage ranking's agreement power {} is not a finite number >= 0",
+                    p.agreement_power
+                )));
+            }
         }
         let depth = k.max(MIN_FUSION_DEPTH);
         // The passage's own list, when it joins this search.
         let passage = match (&req.passage, mode) {
             (None, _) => None,
-            (Some(p), Retrieval::Lexical) => Some((self.lexical(&p.text, None, depth)?, p.weight)),
+            (Some(p), Retrieval::Lexical) => Some((self.lexical(&p.text, None, depth)?, p)),
             (Some(p), _) => match &p.vector {
-                Some(v) => Some((self.vector(v, depth)?, p.weight)),
+                Some(v) => Some((self.vector(v, depth)?, p)),
                 None => None,
             },
         };
@@ -225,8 +293,13 @@ impl Index {
                     vec = self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?;
                     lists.push((vec.as_slice(), 1.0));
                 }
-                if let Some((list, weight)) = &passage {
-                    lists.push((list.as_slice(), *weight));
+                if let Some((list, p)) = &passage {
+                    // The passage weighs as much as the question's first
+                    // list corroborates it (`PassageRanking`).
+                    let weight = p.effective_weight(list, &question);
+                    if weight > 0.0 {
+                        lists.push((list.as_slice(), weight));
+                    }
                 }
                 let mut fused = weighted_reciprocal_rank_fusion(&lists, req.rrf_k);
                 fused.truncate(k);
@@ -523,6 +596,51 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Agreement is a share (0 to 1), symmetric, 1 for a list against
+        /// itself, 0 against disjoint chunks, and reads only the top
+        /// [`AGREEMENT_DEPTH`] of each list.
+        #[test]
+        fn agreement_is_a_share_of_the_top_chunks(a in ranking(), b in ranking(), tail in ranking()) {
+            let ab = passage_agreement(&a, &b);
+            proptest::prop_assert!((0.0..=1.0).contains(&ab), "{}", ab);
+            proptest::prop_assert_eq!(ab, passage_agreement(&b, &a));
+            if !a.is_empty() {
+                proptest::prop_assert_eq!(passage_agreement(&a, &a), 1.0);
+            }
+            let shifted: Vec<(i64, f32)> = a.iter().map(|&(id, s)| (id + 1000, s)).collect();
+            proptest::prop_assert_eq!(passage_agreement(&shifted, &b), 0.0);
+            // Chunks past the depth never count.
+            if a.len() >= AGREEMENT_DEPTH && b.len() >= AGREEMENT_DEPTH {
+                let mut longer = a[..AGREEMENT_DEPTH].to_vec();
+                longer.extend(tail.iter().map(|&(id, s)| (id + 2000, s)));
+                proptest::prop_assert_eq!(passage_agreement(&longer, &b), ab);
+            }
+        }
+
+        /// The passage's weight never exceeds its `weight`, grows with the
+        /// agreement, is `weight` itself at power 0 and nothing when the
+        /// question's list shares none of the passage's top chunks.
+        #[test]
+        fn the_passage_weighs_what_the_question_corroborates(
+            question in ranking(),
+            passage in ranking(),
+            weight in 0.0f32..=4.0,
+            power in 0.0f32..=8.0,
+        ) {
+            let p = PassageRanking { text: String::new(), vector: None, weight, agreement_power: power };
+            let w = p.effective_weight(&passage, &question);
+            proptest::prop_assert!(w >= 0.0 && w <= weight + 1e-6, "{} > {}", w, weight);
+            let fixed = PassageRanking { agreement_power: 0.0, ..p.clone() };
+            proptest::prop_assert_eq!(fixed.effective_weight(&passage, &question), weight);
+            if power > 0.0 {
+                let stranger: Vec<(i64, f32)> =
+                    passage.iter().map(|&(id, s)| (id + 1000, s)).collect();
+                proptest::prop_assert_eq!(p.effective_weight(&stranger, &question), 0.0);
+                // Agreeing with the question's whole top can only weigh more.
+                proptest::prop_assert!(p.effective_weight(&question, &question) >= w);
+            }
+        }
+
         /// The invariant that makes HyDE `fused` safe: a passage list of
         /// weight `w` adds at most `w / (rrf_k + 1)` to any score, so whatever
         /// it ranks, it cannot reorder two chunks whose scores from the

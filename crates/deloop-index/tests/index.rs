@@ -349,10 +349,12 @@ fn a_passage_ranking_joins_the_fusion_in_every_mode() {
         .unwrap();
     let q = "follow the emailed link";
     let bad = "cambiar contraseña ajustes recuperación enlace olvidaste";
+    // Agreement power 0: the fixed weight, whatever the question finds.
     let passage = |weight: f32, vector: bool| PassageRanking {
         text: bad.into(),
         vector: vector.then(|| toy.embed(&[bad]).unwrap().remove(0)),
         weight,
+        agreement_power: 0.0,
     };
     let sources = |req: &SearchRequest| -> Vec<String> {
         let got = index.search(req).unwrap();
@@ -401,6 +403,29 @@ fn a_passage_ranking_joins_the_fusion_in_every_mode() {
         let top = index.search(&req).unwrap().matches[0].score;
         assert!(top > 0.0 && top <= 3.0 / 61.0 + 1e-6, "{mode:?}: {top}");
     }
+    // With an agreement power, a passage whose lexical matches the
+    // question's do not share (cuenta.md against reset.txt) weighs nothing:
+    // the lexical ranking is the question's alone.
+    let plain = SearchRequest {
+        text: q.into(),
+        k: 3,
+        mode: Retrieval::Lexical,
+        ..Default::default()
+    };
+    let uncorroborated = SearchRequest {
+        passage: Some(PassageRanking {
+            agreement_power: 3.0,
+            ..passage(1.0, false)
+        }),
+        ..plain.clone()
+    };
+    assert_eq!(sources(&uncorroborated), sources(&plain));
+    // The same passage with a fixed weight does join.
+    let fixed = SearchRequest {
+        passage: Some(passage(1.0, false)),
+        ..plain.clone()
+    };
+    assert_ne!(sources(&fixed), sources(&plain));
     // The passage's vector must have the index's dimension, and its weight
     // must be a number >= 0.
     let mut wrong = passage(1.0, true);
@@ -421,6 +446,16 @@ fn a_passage_ranking_joins_the_fusion_in_every_mode() {
             ..Default::default()
         };
         assert!(index.search(&req).is_err(), "weight {w}");
+        let req = SearchRequest {
+            text: q.into(),
+            passage: Some(PassageRanking {
+                agreement_power: w,
+                ..passage(1.0, false)
+            }),
+            mode: Retrieval::Lexical,
+            ..Default::default()
+        };
+        assert!(index.search(&req).is_err(), "agreement power {w}");
     }
     // Without a vector for the passage, hybrid search ignores it.
     let plain = SearchRequest {

@@ -103,10 +103,20 @@ impl HydeParams {
     }
 }
 
-/// The weight of the passage's ranking in `fused` mode, against 1 for each
-/// of the question's rankings (`[oracle] hyde_fused_weight`). The choice is
-/// measured in docs/retrieval.md.
-pub const DEFAULT_FUSED_WEIGHT: f32 = 0.25;
+/// The largest weight of the passage's ranking in `fused` mode, against 1
+/// for each of the question's rankings (`[oracle] hyde_fused_weight`): a
+/// passage the question fully corroborates counts as one more list of the
+/// question's. The choice is measured in docs/retrieval.md.
+pub const DEFAULT_FUSED_WEIGHT: f32 = 1.0;
+/// The exponent of the agreement in `fused` mode (`[oracle]
+/// hyde_agreement_power`): the passage's list weighs `weight × agreement³`,
+/// where the agreement is the share of the passage's top 10 chunks that the
+/// question's own (lexical) top 10 holds ([`deloop_index::PassageRanking`]).
+/// 3 makes a passage that shares half of its top weigh 1/8; measured in
+/// docs/retrieval.md.
+pub const DEFAULT_AGREEMENT_POWER: f32 = 3.0;
+/// The highest `[oracle] hyde_agreement_power` accepted.
+pub const MAX_AGREEMENT_POWER: f32 = 16.0;
 /// The highest `[oracle] hyde_fused_weight` accepted.
 pub const MAX_FUSED_WEIGHT: f32 = 4.0;
 

@@ -10,7 +10,7 @@ use deloop_index::Retrieval;
 
 use crate::hyde::HydeParams;
 #[cfg(test)]
-use crate::hyde::{QueryVectorMode, DEFAULT_FUSED_WEIGHT};
+use crate::hyde::{QueryVectorMode, DEFAULT_AGREEMENT_POWER, DEFAULT_FUSED_WEIGHT};
 use crate::language::Language;
 use crate::retrieve::HydeJoin;
 use crate::synthesis::ReplyGuards;
@@ -124,6 +124,7 @@ mod tests {
         assert_eq!(s.mode, Mode::default());
         assert_eq!(s.hyde_join.mode, QueryVectorMode::default());
         assert_eq!(s.hyde_join.fused_weight, DEFAULT_FUSED_WEIGHT);
+        assert_eq!(s.hyde_join.agreement_power, DEFAULT_AGREEMENT_POWER);
         assert_eq!(s.hyde_join, HydeJoin::default());
         assert_eq!(s.retrieval, Retrieval::default());
         assert_eq!(s.language, None);
@@ -134,7 +135,7 @@ mod tests {
     #[test]
     fn invalid_values_name_their_key() {
         type Case = (fn(&mut Config), &'static str);
-        let cases: [Case; 10] = [
+        let cases: [Case; 12] = [
             (|c| c.oracle.mode = "oracel".into(), "mode \"oracel\""),
             (|c| c.oracle.retrieval = "bm25".into(), "retrieval \"bm25\""),
             (|c| c.oracle.k = 0, "k \"0\""),
@@ -154,6 +155,14 @@ mod tests {
             (
                 |c| c.oracle.hyde_fused_weight = -1.0,
                 "hyde_fused_weight \"-1\"",
+            ),
+            (
+                |c| c.oracle.hyde_agreement_power = -1.0,
+                "hyde_agreement_power \"-1\"",
+            ),
+            (
+                |c| c.oracle.hyde_agreement_power = f32::INFINITY,
+                "hyde_agreement_power \"inf\"",
             ),
             (
                 |c| c.oracle.hyde_max_output_tokens = 0,
