@@ -13,11 +13,15 @@ Usage (release build first: `cargo build --release -p deloop`):
         [--data ../shared/data/scifact] [--work /tmp/deloop-beir]
         [--reuse] [--json results.json] [--embedder minilm|minilm-onnx ...]
         [--indexes porter,unicode61,minilm,minilm-onnx]
-        [--hyde fused,average[,concat]] [--hyde-weights 1,0.5] [--hyde-cached-only]
+        [--hyde agreement,fused,average[,concat]] [--hyde-weights 1,0.5]
+        [--hyde-agreement-power 3] [--hyde-cached-only]
 
 HyDE (`--hyde MODES`): every run is repeated with `deloop search --hyde` for
 each HyDE mode (`DELOOP_HYDE_QUERY_VECTOR`), `fused` once per weight of
-`--hyde-weights` (`DELOOP_HYDE_FUSED_WEIGHT`). The LLM comes from the
+`--hyde-weights` (`DELOOP_HYDE_FUSED_WEIGHT`) with a fixed weight
+(`DELOOP_HYDE_AGREEMENT_POWER=0`), and `agreement` as `fused` with weight 1
+scaled by the question's agreement to the power `--hyde-agreement-power`
+(deloop's default, see docs/retrieval.md). The LLM comes from the
 environment as for `deloop search --hyde` (OPENAI_BASE_URL, DELOOP_MODEL,
 DELOOP_CONFIG for `[oracle] hyde_temperature` / `hyde_max_output_tokens` /
 `hyde_timeout_secs`). Passages are cached in each index per model and
@@ -121,8 +125,10 @@ def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict,
     env = None
     if hyde:
         cmd.append("--hyde")
-        env = dict(os.environ, DELOOP_HYDE_QUERY_VECTOR=hyde[0],
-                   DELOOP_HYDE_FUSED_WEIGHT=str(hyde[1]))
+        mode, weight, power = hyde
+        env = dict(os.environ, DELOOP_HYDE_QUERY_VECTOR="fused" if mode == "agreement" else mode,
+                   DELOOP_HYDE_FUSED_WEIGHT=str(weight),
+                   DELOOP_HYDE_AGREEMENT_POWER=str(power))
     res = run(cmd, env=env)
     ndcg, recall, took = [], [], []
     got = {}
@@ -173,7 +179,9 @@ def main() -> None:
                     help="embedder(s) to build and evaluate (repeatable; default minilm)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--hyde", default="", help="HyDE modes to run, comma-separated "
-                    "(fused, average, concat); the LLM comes from the environment")
+                    "(agreement, fused, average, concat); the LLM comes from the environment")
+    ap.add_argument("--hyde-agreement-power", default="3", help="the exponent of the "
+                    "agreement for `agreement` runs (weight 1)")
     ap.add_argument("--hyde-weights", default="1", help="weights of the HyDE ranking "
                     "for `fused`, comma-separated")
     ap.add_argument("--hyde-cached-only", action="store_true", help="score only the "
@@ -182,9 +190,11 @@ def main() -> None:
     hyde_runs = []
     for m in filter(None, a.hyde.split(",")):
         if m == "fused":
-            hyde_runs += [(m, float(w)) for w in a.hyde_weights.split(",")]
+            hyde_runs += [(m, float(w), 0.0) for w in a.hyde_weights.split(",")]
+        elif m == "agreement":
+            hyde_runs.append((m, 1.0, float(a.hyde_agreement_power)))
         else:
-            hyde_runs.append((m, 1.0))
+            hyde_runs.append((m, 1.0, 0.0))
 
     data = Path(a.data)
     corpus, qfile = data / "corpus.jsonl", data / "queries.jsonl"
@@ -241,7 +251,8 @@ def main() -> None:
             r = evaluate(a.deloop, work / f"{db_name}.db", test_queries, mode, qrels, hyde)
             key = f"{db_name}/{mode}"
             if hyde:
-                key += f" + HyDE {hyde[0]}" + (f" w={hyde[1]:g}" if hyde[0] == "fused" else "")
+                key += f" + HyDE {hyde[0]}" + (f" w={hyde[1]:g}" if hyde[0] == "fused" else "") \
+                    + (f" p={hyde[2]:g}" if hyde[0] == "agreement" else "")
             results["runs"][key] = r
             print(f"{key}: nDCG@10 {r['ndcg@10']:.4f} recall@100 {r['recall@100']:.4f}"
                   + (f" ({r['hyde_fallbacks']} HyDE fallbacks)" if hyde else ""),
