@@ -37,8 +37,9 @@ pub trait Embedder {
 /// The environment variable that names the MiniLM model directory.
 pub const MINILM_DIR_ENV: &str = "DELOOP_MINILM_DIR";
 
-/// Longest input, in word pieces, that MiniLM sees (the model's training
-/// length); longer texts are truncated.
+/// Longest input, in word pieces, that the candle MiniLM sees (the
+/// `max_seq_length` of all-MiniLM-L6-v2's sentence-transformers config);
+/// longer texts are truncated.
 pub const MINILM_MAX_TOKENS: usize = 256;
 
 /// Texts embedded per forward pass (sorted by length to limit padding).
@@ -97,7 +98,7 @@ impl MiniLm {
         let config_text = std::fs::read_to_string(&config).map_err(|e| bad("config.json", &e))?;
         let config: Config =
             serde_json::from_str(&config_text).map_err(|e| bad("config.json", &e))?;
-        let tokenizer = minilm_tokenizer(dir)?;
+        let tokenizer = minilm_tokenizer(dir, MINILM_MAX_TOKENS)?;
         let device = Device::Cpu;
         // SAFETY: the weights file is memory-mapped read-only; deloop never
         // writes to it, and the user is told not to modify it while running.
@@ -166,23 +167,79 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        embed_by_length(texts, |batch| self.embed_batch(batch))
+        embed_by_length(texts, 1, |_, batch| self.embed_batch(batch))
     }
 }
 
 /// Embeds `texts` in batches of [`MINILM_BATCH`] sorted by length, so each
 /// forward pass pads little, and returns the vectors in the texts' order.
-pub(crate) fn embed_by_length(
+///
+/// With `workers` above 1 and more than one batch, that many scoped threads
+/// take batches in turn; `embed_batch` gets the worker's number (below
+/// `workers`) with each batch, so each worker can use its own model
+/// session. The first error stops the others and is returned.
+pub(crate) fn embed_by_length<F>(
     texts: &[&str],
-    mut embed_batch: impl FnMut(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
-) -> Result<Vec<Vec<f32>>, EmbedError> {
+    workers: usize,
+    embed_batch: F,
+) -> Result<Vec<Vec<f32>>, EmbedError>
+where
+    F: Fn(usize, &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> + Sync,
+{
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());
-    let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-    for group in order.chunks(MINILM_BATCH) {
+    let groups: Vec<&[usize]> = order.chunks(MINILM_BATCH).collect();
+    let run = |group: &[usize], worker: usize| {
         let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-        let vectors = embed_batch(&batch)?;
-        for (&i, v) in group.iter().zip(vectors) {
+        embed_batch(worker, &batch)
+    };
+    let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+    let workers = workers.clamp(1, groups.len().max(1));
+    if workers == 1 {
+        for group in &groups {
+            for (&i, v) in group.iter().zip(run(group, 0)?) {
+                out[i] = v;
+            }
+        }
+        return Ok(out);
+    }
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let done: Mutex<Vec<(usize, Vec<Vec<f32>>)>> = Mutex::new(Vec::with_capacity(groups.len()));
+    let first_error: Mutex<Option<EmbedError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for worker in 0..workers {
+            let (next, stop, done, first_error, groups, run) =
+                (&next, &stop, &done, &first_error, &groups, &run);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let g = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(group) = groups.get(g) else { break };
+                    match run(group, worker) {
+                        Ok(vectors) => done
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((g, vectors)),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            first_error
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .get_or_insert(e);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    for (g, vectors) in done.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        for (&i, v) in groups[g].iter().zip(vectors) {
             out[i] = v;
         }
     }
@@ -190,8 +247,8 @@ pub(crate) fn embed_by_length(
 }
 
 /// MiniLM's `tokenizer.json` from `dir`, set to pad each batch to its
-/// longest text and truncate at [`MINILM_MAX_TOKENS`] word pieces.
-pub(crate) fn minilm_tokenizer(dir: &Path) -> Result<Tokenizer, EmbedError> {
+/// longest text and truncate at `max_tokens` word pieces.
+pub(crate) fn minilm_tokenizer(dir: &Path, max_tokens: usize) -> Result<Tokenizer, EmbedError> {
     let tok = dir.join("tokenizer.json");
     if !tok.is_file() {
         return Err(EmbedError::Unavailable(format!(
@@ -210,7 +267,7 @@ pub(crate) fn minilm_tokenizer(dir: &Path) -> Result<Tokenizer, EmbedError> {
     }));
     tokenizer
         .with_truncation(Some(TruncationParams {
-            max_length: MINILM_MAX_TOKENS,
+            max_length: max_tokens,
             ..Default::default()
         }))
         .map_err(|e| bad(&e))?;
