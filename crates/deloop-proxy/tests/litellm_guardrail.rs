@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
+use common::histories::repeated_history;
 use common::*;
 use deloop_core::repetition::{clamp, ClampConfig};
 use deloop_server::auth::ApiKeys;
@@ -79,20 +80,6 @@ fn litellm_present(program: &Path) -> bool {
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
-}
-
-/// An OpenAI history: the user's question, then `n` rounds of the same
-/// call with the same result.
-fn repeated_history(n: usize) -> Vec<Value> {
-    let mut m = vec![json!({"role": "user", "content": "Find the config file."})];
-    for i in 0..n {
-        m.push(json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": format!("call_{i}"), "type": "function",
-             "function": {"name": "read_file", "arguments": "{\"path\":\"/etc/app.toml\"}"}}]}));
-        m.push(json!({"role": "tool", "tool_call_id": format!("call_{i}"),
-            "content": "error: no such file"}));
-    }
-    m
 }
 
 fn read_file_tool() -> Value {

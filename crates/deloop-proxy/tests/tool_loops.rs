@@ -6,23 +6,10 @@
 
 mod common;
 
+use common::histories::repeated_history;
 use common::*;
 use deloop_proxy::tool_loops::OpenAiCalls;
 use serde_json::{json, Value};
-
-/// An OpenAI history: the user's question, then `n` rounds of the same
-/// call with the same result.
-fn repeated_history(n: usize) -> Vec<Value> {
-    let mut m = vec![json!({"role": "user", "content": "Find the config file."})];
-    for i in 0..n {
-        m.push(json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": format!("call_{i}"), "type": "function",
-             "function": {"name": "read_file", "arguments": "{\"path\":\"/etc/app.toml\"}"}}]}));
-        m.push(json!({"role": "tool", "tool_call_id": format!("call_{i}"),
-            "content": "error: no such file"}));
-    }
-    m
-}
 
 fn ping_pong_history(n: usize) -> Vec<Value> {
     let mut m = vec![json!({"role": "user", "content": "Fix the build."})];

@@ -18,6 +18,26 @@ fn deloop(dir: &Path, args: &[&str]) -> Output {
         .expect("run deloop")
 }
 
+/// Runs deloop in `dir` and checks that it succeeded (its stderr is shown
+/// when it did not).
+fn deloop_ok(dir: &Path, args: &[&str]) -> Output {
+    let out = deloop(dir, args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
+/// A temporary directory with the test documents of [`docs`] in `docs/`.
+fn with_docs() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    tmp
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -46,13 +66,11 @@ fn docs(dir: &Path) {
 
 #[test]
 fn index_then_search_lexically() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
-    let out = deloop(
+    let tmp = with_docs();
+    let out = deloop_ok(
         tmp.path(),
         &["index", "--embedder", "none", "--json", "docs"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["seen"], 4);
     assert_eq!(stats["updated"], 3);
@@ -66,11 +84,10 @@ fn index_then_search_lexically() {
     assert!(err.contains("latin1.md") && err.contains("UTF-8"), "{err}");
 
     // Accent-insensitive, human output with path and lines.
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &["search", "--retrieval", "lexical", "contrasena"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let o = text(&out.stdout);
     assert!(o.contains("docs/guias/cuenta.md:1-3"), "{o}");
     assert!(o.contains("Cuenta > Recuperación"), "{o}");
@@ -111,8 +128,7 @@ fn index_then_search_lexically() {
 
 #[test]
 fn hostile_query_text_is_searched_literally() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
+    let tmp = with_docs();
     let db = tmp.path().join("i.db");
     let db = db.to_str().unwrap();
     let out = deloop(
@@ -131,8 +147,7 @@ fn hostile_query_text_is_searched_literally() {
 
 #[test]
 fn hybrid_search_with_minilm_and_batch_json() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
+    let tmp = with_docs();
     let out = deloop(
         tmp.path(),
         &["index", "--embedder", "minilm", "--json", "docs"],
@@ -147,7 +162,7 @@ fn hybrid_search_with_minilm_and_batch_json() {
     assert_eq!(stats["embedder"], "minilm:all-MiniLM-L6-v2");
 
     // Vector search finds a paraphrase with no shared word.
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &[
             "search",
@@ -159,7 +174,6 @@ fn hybrid_search_with_minilm_and_batch_json() {
             "publishing a new version",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["retrieval_used"], "vector");
     assert!(v["fallback_reason"].is_null());
@@ -178,11 +192,10 @@ fn hybrid_search_with_minilm_and_batch_json() {
         "{\"_id\": \"q1\", \"text\": \"reset password\"}\n\n{\"_id\": 2, \"text\": \"release\"}\n",
     )
     .unwrap();
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &["search", "--queries", "q.jsonl", "--json", "--k", "2"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines: Vec<serde_json::Value> = text(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -214,7 +227,7 @@ fn beir_corpus_and_batch_ids() {
         "{\"_id\": \"1\", \"text\": \"white matter in infants\"}\n",
     )
     .unwrap();
-    let out = deloop(
+    deloop_ok(
         tmp.path(),
         &[
             "index",
@@ -227,8 +240,7 @@ fn beir_corpus_and_batch_ids() {
             "corpus.jsonl",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &[
             "search",
@@ -239,7 +251,6 @@ fn beir_corpus_and_batch_ids() {
             "--json",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
     assert_eq!(v["query_id"], "1");
     assert_eq!(v["hits"][0]["id"], "4983");
@@ -299,21 +310,17 @@ fn errors_say_what_to_do() {
 /// file's `[index] db` when neither `--db` nor `DELOOP_DB` is given.
 #[test]
 fn every_command_reads_the_index_path_from_the_config_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
+    let tmp = with_docs();
     std::fs::write(tmp.path().join("deloop.toml"), "[index]\ndb = \"my.db\"\n").unwrap();
-    let out = deloop(tmp.path(), &["index", "--embedder", "none", "-q", "docs"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    deloop_ok(tmp.path(), &["index", "--embedder", "none", "-q", "docs"]);
     assert!(tmp.path().join("my.db").is_file());
     assert!(!tmp.path().join(".deloop").exists());
-    let out = deloop(tmp.path(), &["search", "--json", "contrasena"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = deloop_ok(tmp.path(), &["search", "--json", "contrasena"]);
     assert!(text(&out.stdout).contains("cuenta.md"));
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &["ask", "--json", "¿Cómo cambio la contraseña?"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("cuenta.md"));
     // The flag still wins, and a bad config file is a usage error here too.
     let out = deloop(tmp.path(), &["search", "--db", "other.db", "x"]);
@@ -328,9 +335,8 @@ fn every_command_reads_the_index_path_from_the_config_file() {
 /// the configured interval: every item with interval 0, none with `--quiet`.
 #[test]
 fn index_logs_progress_lines_when_stderr_is_not_a_terminal() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
-    let out = deloop(
+    let tmp = with_docs();
+    let out = deloop_ok(
         tmp.path(),
         &[
             "index",
@@ -341,7 +347,6 @@ fn index_logs_progress_lines_when_stderr_is_not_a_terminal() {
             "docs",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     let lines: Vec<&str> = err
         .lines()
@@ -375,11 +380,10 @@ fn index_logs_progress_lines_when_stderr_is_not_a_terminal() {
         "[index]\nprogress_interval = 0\n",
     )
     .unwrap();
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &["index", "--embedder", "none", "--reindex", "docs"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let n = text(&out.stderr).matches("deloop: indexing: ").count();
     assert_eq!(n, 4, "{}", text(&out.stderr));
 
@@ -405,8 +409,7 @@ fn index_logs_progress_lines_when_stderr_is_not_a_terminal() {
 /// `--embedder minilm-onnx` without its install says what to run.
 #[test]
 fn onnx_embedder_missing_names_the_setup_script() {
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
+    let tmp = with_docs();
     let empty = tmp.path().join("no-onnx");
     std::fs::create_dir_all(&empty).unwrap();
     let out = deloop(
@@ -439,19 +442,17 @@ fn onnx_index_refuses_another_embedder_until_reindexed() {
     ) {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    docs(tmp.path());
-    let out = deloop(
+    let tmp = with_docs();
+    let out = deloop_ok(
         tmp.path(),
         &["index", "--embedder", "minilm-onnx", "--json", "docs"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = stats["embedder"].as_str().unwrap().to_string();
     assert!(id.starts_with("minilm-onnx-int8:"), "{id}");
 
     // Vector search embeds the query with the same embedder.
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &[
             "search",
@@ -463,7 +464,6 @@ fn onnx_index_refuses_another_embedder_until_reindexed() {
             "publishing a new version",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["retrieval_used"], "vector", "{v}");
     assert!(v["fallback_reason"].is_null(), "{v}");
@@ -477,7 +477,7 @@ fn onnx_index_refuses_another_embedder_until_reindexed() {
     let err = text(&out.stderr);
     assert!(err.contains(&id) && err.contains("--reindex"), "{err}");
 
-    let out = deloop(
+    let out = deloop_ok(
         tmp.path(),
         &[
             "index",
@@ -488,7 +488,6 @@ fn onnx_index_refuses_another_embedder_until_reindexed() {
             "docs",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["embedder"], "minilm:all-MiniLM-L6-v2");
 }

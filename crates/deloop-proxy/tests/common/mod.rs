@@ -4,6 +4,7 @@
 //! notices when a stream's client (the proxy) goes away.
 #![allow(dead_code)]
 
+pub mod histories;
 pub mod sdk;
 
 use std::collections::VecDeque;
