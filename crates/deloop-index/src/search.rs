@@ -121,7 +121,9 @@ impl Default for SearchRequest {
 /// In hybrid search the passage's vector ranking is checked against the
 /// question's lexical ranking: two independent kinds of evidence. A passage
 /// whose best chunks the question does not find weighs (nearly) nothing; one
-/// the question confirms counts up to `weight`.
+/// the question confirms counts up to `weight`. When the question's list is
+/// empty (its words are in no chunk) the passage counts in full: it is the
+/// only evidence, and plain search would return nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PassageRanking {
     /// The passage text (for the lexical ranking).
@@ -140,7 +142,8 @@ impl PassageRanking {
     /// The weight this passage's list gets next to the question's list
     /// `question`, given its own list `passage`: `weight ×
     /// passage_agreement(passage, question)^agreement_power` (just `weight`
-    /// when the power is 0).
+    /// when the power is 0, or when the question's list is empty: then the
+    /// passage is the only evidence, and plain search would find nothing).
     ///
     /// ```
     /// use deloop_index::PassageRanking;
@@ -150,7 +153,10 @@ impl PassageRanking {
     /// assert_eq!(p.effective_weight(&passage, &question), 0.25); // agreement 0.5
     /// ```
     pub fn effective_weight(&self, passage: &[(i64, f32)], question: &[(i64, f32)]) -> f32 {
-        if self.agreement_power == 0.0 {
+        // A question that finds nothing by itself leaves nothing to
+        // corroborate, and nothing the passage could push down: the passage
+        // is the only evidence and counts in full.
+        if self.agreement_power == 0.0 || question.is_empty() {
             return self.weight;
         }
         self.weight * passage_agreement(passage, question).powf(self.agreement_power)
@@ -632,7 +638,10 @@ mod tests {
             proptest::prop_assert!(w >= 0.0 && w <= weight + 1e-6, "{} > {}", w, weight);
             let fixed = PassageRanking { agreement_power: 0.0, ..p.clone() };
             proptest::prop_assert_eq!(fixed.effective_weight(&passage, &question), weight);
-            if power > 0.0 {
+            if question.is_empty() {
+                // Nothing to corroborate, nothing to push down: full weight.
+                proptest::prop_assert_eq!(w, weight);
+            } else if power > 0.0 {
                 let stranger: Vec<(i64, f32)> =
                     passage.iter().map(|&(id, s)| (id + 1000, s)).collect();
                 proptest::prop_assert_eq!(p.effective_weight(&stranger, &question), 0.0);
