@@ -125,19 +125,8 @@ impl MiniLm {
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let failed = |e: &dyn std::fmt::Display| EmbedError::Failed(format!("MiniLM: {e}"));
-        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| failed(&e))?;
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend(e.get_ids().iter().copied());
-            mask.extend(e.get_attention_mask().iter().copied());
-        }
+        let batch: TokenBatch<u32> = TokenBatch::encode(&self.tokenizer, texts, "MiniLM")?;
+        let (n, len, ids, mask) = (batch.n, batch.len, batch.ids, batch.mask);
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
             let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
@@ -244,6 +233,46 @@ where
         }
     }
     Ok(out)
+}
+
+/// A tokenized batch, padded to its longest text: the encodings and their
+/// ids and attention mask flattened row by row (`n` rows of `len`), in the
+/// integer type the model takes.
+pub(crate) struct TokenBatch<T> {
+    pub(crate) encodings: Vec<tokenizers::Encoding>,
+    pub(crate) n: usize,
+    pub(crate) len: usize,
+    pub(crate) ids: Vec<T>,
+    pub(crate) mask: Vec<T>,
+}
+
+impl<T: From<u32>> TokenBatch<T> {
+    /// Tokenizes `texts` with `tokenizer`; an error names `model`.
+    pub(crate) fn encode(
+        tokenizer: &Tokenizer,
+        texts: &[&str],
+        model: &str,
+    ) -> Result<Self, EmbedError> {
+        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let encodings = tokenizer
+            .encode_batch(inputs, true)
+            .map_err(|e| EmbedError::Failed(format!("{model}: {e}")))?;
+        let n = encodings.len();
+        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &encodings {
+            ids.extend(e.get_ids().iter().map(|&x| T::from(x)));
+            mask.extend(e.get_attention_mask().iter().map(|&x| T::from(x)));
+        }
+        Ok(Self {
+            encodings,
+            n,
+            len,
+            ids,
+            mask,
+        })
+    }
 }
 
 /// MiniLM's `tokenizer.json` from `dir`, set to pad each batch to its

@@ -17,7 +17,9 @@ use ort::value::Tensor;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use crate::embed::{embed_by_length, minilm_tokenizer, normalize, EmbedError, Embedder};
+use crate::embed::{
+    embed_by_length, minilm_tokenizer, normalize, EmbedError, Embedder, TokenBatch,
+};
 
 /// The environment variable that names the directory with
 /// `libonnxruntime.so` and [`ONNX_MODEL_FILE`].
@@ -167,21 +169,15 @@ impl MiniLmOnnx {
 
     fn embed_batch(&self, worker: usize, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let failed = |e: &dyn std::fmt::Display| EmbedError::Failed(format!("MiniLM ONNX: {e}"));
-        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        let encodings = self
-            .tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| failed(&e))?;
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
+        let TokenBatch {
+            encodings,
+            n,
+            len,
+            ids,
+            mask,
+        } = TokenBatch::<i64>::encode(&self.tokenizer, texts, "MiniLM ONNX")?;
         if n == 0 || len == 0 {
             return Ok(vec![vec![0.0; Self::DIM]; n]);
-        }
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend(e.get_ids().iter().map(|&x| i64::from(x)));
-            mask.extend(e.get_attention_mask().iter().map(|&x| i64::from(x)));
         }
         let shape = [n, len];
         let mut feed = Vec::with_capacity(self.inputs.len());
