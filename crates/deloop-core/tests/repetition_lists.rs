@@ -304,3 +304,65 @@ fn out_of_range_settings_are_reported_and_hostile_ones_do_not_panic() {
         let _ = clamp(text, &c);
     }
 }
+
+/// A count restarted again and again, each block the one before minus its
+/// first line (the real-model set's `gemma3/es-code-04`), and a list
+/// started again with the same items: the copy is cut, the first list is
+/// kept whole.
+#[test]
+fn a_restarted_list_copying_itself_fires() {
+    let block = |from: usize| -> String {
+        (from..=20)
+            .map(|i| format!("{i}. {i}\n"))
+            .collect::<String>()
+            + "\n"
+    };
+    let count = format!("Aquí está:\n\n{}{}{}", block(1), block(2), block(3));
+    let fruit = [
+        "Apple", "Banana", "Cherry", "Grape", "Lemon", "Mango", "Pear", "Plum",
+    ];
+    let fruits = format!("Fruits:\n{}{}", numbered(&fruit), numbered(&fruit));
+    let frutas = [
+        "Manzana", "Plátano", "Cereza", "Uva", "Limón", "Mango", "Pera",
+    ];
+    let frutas = format!("Frutas:\n{}{}", numbered(&frutas), numbered(&frutas));
+    for (text, first_end) in [
+        (&count, "20. 20\n"),
+        (&fruits, "8. Plum\n"),
+        (&frutas, "7. Pera\n"),
+    ] {
+        let out = clamp(text, &ClampConfig::default());
+        let r = out.report().expect("a restarted copy fires");
+        assert_eq!(r.detector, Detector::NearDuplicate, "{text}");
+        let kept = &text[..r.keep_bytes];
+        assert!(kept.trim_end().ends_with(first_end.trim_end()), "{kept:?}");
+        assert_eq!(kept.matches(first_end.trim_end()).count(), 1, "{kept:?}");
+    }
+}
+
+/// What must pass: a count that goes on (`1. 1` to `40. 40`), two lists
+/// with a line of text between them, five items copied (one short of
+/// the default six), and a restarted list whose items differ.
+#[test]
+fn lists_that_go_on_or_differ_pass() {
+    let config = ClampConfig::default();
+    let on: String = (1..=40).map(|i| format!("{i}. {i}\n")).collect();
+    let items = ["Apple", "Banana", "Cherry", "Grape", "Lemon", "Mango"];
+    let two = format!(
+        "Buy:\n{}Then, at the other shop:\n{}",
+        numbered(&items),
+        numbered(&items)
+    );
+    let five = format!("Fruits:\n{}{}", numbered(&items), numbered(&items[..5]));
+    let other = ["Pear", "Plum", "Kiwi", "Lime", "Date", "Fig"];
+    let differ = format!("Fruits:\n{}{}", numbered(&items), numbered(&other));
+    for text in [on, two, five, differ] {
+        assert_eq!(clamp(&text, &config).text, text);
+    }
+    // Off: `near.list_copy_items = 0`.
+    let mut off = ClampConfig::default();
+    off.near.list_copy_items = 0;
+    let fruits = format!("Fruits:\n{}{}", numbered(&items), numbered(&items));
+    assert_eq!(clamp(&fruits, &off).text, fruits);
+    assert!(clamp(&fruits, &config).is_clamped());
+}

@@ -36,6 +36,10 @@ pub struct NearConfig {
     pub list_items: usize,
     /// Empty list markers (`76.`, `77.`, …) fire at this many in a row (10).
     pub empty_items: usize,
+    /// A numbered list that starts counting again and copies its own
+    /// earlier items, marker and body (`… 20. 20 / 2. 2 / 3. 3 …`), fires
+    /// at this many copied items in a row (6; 0 turns the rule off).
+    pub list_copy_items: usize,
     /// Lines going round a few values: this many lines in a row outside
     /// fences and tables (12, at most 16; 0 turns the rule off; blank
     /// lines do not count) ...
@@ -76,6 +80,7 @@ impl Default for NearConfig {
             enabled: true,
             list_items: 6,
             empty_items: 10,
+            list_copy_items: 6,
             line_window: 12,
             line_window_values: 4,
             line_window_min_tokens: 3,

@@ -98,6 +98,11 @@ const ITEM_RING: usize = 16;
 const ITEM_W: usize = 8;
 /// Lines kept for the code-block rule.
 const LINE_RING: usize = 128;
+/// Items of a list the restarted-list rule looks back over: a copy of
+/// items further back than this is not seen.
+const LIST_BACK: usize = 256;
+/// Slots of the restarted-list rule's table (twice [`LIST_BACK`]).
+const LIST_TABLE: usize = 2 * LIST_BACK;
 /// Bytes of a segment kept for the report's preview.
 const PREVIEW: usize = 64;
 
@@ -218,6 +223,8 @@ struct Line {
     body: u64,
     body_len: usize,
     marker: bool,
+    /// The list marker's raw key (`7.`), when `marker`.
+    marker_key: u64,
     word: bool,
     /// Hash of every raw token (code lines).
     whole: u64,
@@ -254,6 +261,16 @@ pub(crate) struct Near {
     items: [(u64, usize, usize, usize); ITEM_RING],
     nitems: usize,
     item_runs: [Run; ITEM_W],
+    // A restarted list: the whole keys (marker and body) of the last
+    // `LIST_BACK` items of the list going on, a table from whole key to
+    // the item's index (+1; 0 is empty), and the copy being read: its
+    // distance in items, items copied in a row, start and keep.
+    list_keys: Vec<u64>,
+    list_table: Vec<(u64, usize)>,
+    copy_d: usize,
+    copy: Run,
+    /// The table holds entries.
+    list_used: bool,
     // Lines going round a few values: the last lines in a row outside
     // fences and tables (key, tokens, start, end).
     line_ring: [(u64, usize, usize, usize, bool); ITEM_RING],
@@ -317,6 +334,11 @@ impl Near {
             items: [(0, 0, 0, 0); ITEM_RING],
             nitems: 0,
             item_runs: [Run::default(); ITEM_W],
+            list_keys: vec![0; LIST_BACK],
+            list_table: vec![(0, 0); LIST_TABLE],
+            copy_d: 0,
+            copy: Run::default(),
+            list_used: false,
             line_ring: [(0, 0, 0, 0, false); ITEM_RING],
             nlines: 0,
             prev: [Seg::default(), Seg::default()],
@@ -362,8 +384,7 @@ impl Near {
         self.line_active = false;
         self.pending_bs = None;
         self.space = false;
-        self.nitems = 0;
-        self.item_runs = [Run::default(); ITEM_W];
+        self.end_list();
         self.nlines = 0;
         self.nprev = 0;
         self.sent_runs = [Run::default(); 2];
@@ -554,6 +575,9 @@ impl Near {
             if r.len > 0 {
                 bound = bound.min(r.start);
             }
+        }
+        if self.copy.len > 0 {
+            bound = bound.min(self.copy.keep);
         }
         for k in 0..self.nlines.min(ITEM_RING) {
             bound = bound.min(self.line_ring[k].2);
@@ -755,6 +779,7 @@ impl Near {
         // fence (nothing reads them elsewhere).
         if line.n == 0 && b.marker == 1 {
             line.marker = true;
+            line.marker_key = tok.raw;
         } else {
             line.body = mix(line.body, tok.raw);
             line.body_len += 1;
@@ -886,11 +911,13 @@ impl Near {
     /// Counted list items.
     fn list_item(&mut self, seg: &Line) {
         if !seg.marker {
-            self.nitems = 0;
-            self.item_runs = [Run::default(); ITEM_W];
+            self.end_list();
             return;
         }
         let k = self.nitems;
+        if self.list_copy(seg, k) {
+            return;
+        }
         let cur = (seg.body, seg.body_len, seg.start, seg.end);
         for p in 1..=ITEM_W {
             let i = p - 1;
@@ -929,6 +956,97 @@ impl Near {
         }
         self.items[k % ITEM_RING] = cur;
         self.nitems = k + 1;
+    }
+
+    /// The list going on ends (a line without a list marker).
+    fn end_list(&mut self) {
+        if self.list_used {
+            self.list_table.fill((0, 0));
+            self.list_used = false;
+        }
+        self.nitems = 0;
+        self.item_runs = [Run::default(); ITEM_W];
+        self.copy = Run::default();
+    }
+
+    /// A restarted list: item `k` of the list going on, whole (marker
+    /// and body), equal to an earlier item of the same list, and each of
+    /// the `list_copy_items` items read last equal to the item the same
+    /// distance back (`… 19. 19 / 20. 20 / 2. 2 / 3. 3 …`: the count
+    /// starts again and copies itself). Numbered items come back whole
+    /// only when the numbering went back, so a list that goes on counting
+    /// never matches. The loop starts at the copy's first item; the cut
+    /// keeps the text before it. True when it fires.
+    fn list_copy(&mut self, seg: &Line, k: usize) -> bool {
+        let need = self.cfg.list_copy_items;
+        if need == 0 {
+            return false;
+        }
+        let whole = mix(mix(seg.body, seg.marker_key), seg.body_len as u64);
+        let d = self.copy_d;
+        let goes_on = self.copy.len > 0
+            && k >= d
+            && d <= LIST_BACK
+            && self.list_keys[(k - d) % LIST_BACK] == whole;
+        if goes_on {
+            self.copy.len += 1;
+        } else {
+            self.copy = Run::default();
+            // The latest earlier item with this whole key, if any.
+            let mut slot = (whole as usize) % LIST_TABLE;
+            for _ in 0..LIST_TABLE {
+                let (key, at) = self.list_table[slot];
+                if at == 0 {
+                    break;
+                }
+                if key == whole {
+                    let j = at - 1;
+                    if k - j <= LIST_BACK && k > 0 {
+                        self.copy_d = k - j;
+                        let prev = self.items[(k - 1) % ITEM_RING];
+                        self.copy = Run {
+                            len: 1,
+                            start: seg.start,
+                            keep: prev.3,
+                        };
+                    }
+                    break;
+                }
+                slot = (slot + 1) % LIST_TABLE;
+            }
+        }
+        // Record item k: the table keeps each key's latest index (a list
+        // longer than the table can hold keys only its first part).
+        self.list_keys[k % LIST_BACK] = whole;
+        self.list_used = true;
+        let mut slot = (whole as usize) % LIST_TABLE;
+        for _ in 0..LIST_TABLE {
+            let (key, at) = self.list_table[slot];
+            if at == 0 && k < LIST_TABLE - LIST_BACK {
+                self.list_table[slot] = (whole, k + 1);
+                break;
+            }
+            if at != 0 && key == whole {
+                self.list_table[slot].1 = k + 1;
+                break;
+            }
+            if at == 0 {
+                break;
+            }
+            slot = (slot + 1) % LIST_TABLE;
+        }
+        if self.copy.len >= need {
+            let r = self.copy;
+            self.fire(
+                Detector::NearDuplicate,
+                self.copy_d,
+                r.start,
+                r.keep,
+                seg.preview.clone(),
+            );
+            return true;
+        }
+        false
     }
 
     /// Lines going round a few values: the last `line_window` lines in a

@@ -49,7 +49,9 @@
 //!   run could reach `sentence_copies` (or `3p`).
 //! * **Lists.** A list rule fires only after
 //!   `max(2, min(empty_items, max(list_items, 4)))` list items in a row
-//!   (lines whose first token is 1–4 digits then `.` or `)`).
+//!   (lines whose first token is 1–4 digits then `.` or `)`), the
+//!   restarted-list rule after `list_copy_items + 1`: the sieve flags at
+//!   the smaller.
 //! * **Lines going round a few values.** Equal lines have equal token
 //!   counts (a list marker set aside), so `line_window` lines in a row
 //!   outside fences and tables holding at most `line_window_values`
@@ -194,7 +196,7 @@ impl Plan {
         Some(Plan {
             long_span,
             streak,
-            list: n.empty_items.min(n.list_items.max(4)).max(2),
+            list: list_need(n),
             line_window: n.line_window.min(LINE_RING),
             line_values: n.line_window_values,
             line_min: n.line_window_min_tokens.max(1),
@@ -281,6 +283,18 @@ pub(crate) struct Sieve {
     spec_from: usize,
     spec_at: usize,
     spec_found: bool,
+}
+
+/// List items in a row before a list rule can fire: the counted-list
+/// rule needs `max(2, min(empty_items, max(list_items, 4)))`, the
+/// restarted-list rule `list_copy_items + 1` (a copy of an item needs the
+/// item).
+fn list_need(n: &super::NearConfig) -> usize {
+    let counted = n.empty_items.min(n.list_items.max(4)).max(2);
+    match n.list_copy_items {
+        0 => counted,
+        c => counted.min(c.saturating_add(1)),
+    }
 }
 
 /// Eight bytes of `b` from `p` (little-endian), padded with spaces past
@@ -1756,7 +1770,7 @@ mod tests {
     /// Counted list items, empty markers, counters, long units, code
     /// blocks, tables: the other rules, often one copy short of firing.
     fn shapes() -> impl Strategy<Value = String> {
-        (0..15usize, 1..16usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
+        (0..16usize, 1..16usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
             let mut out = String::new();
             for k in k0..k0 + n {
                 match kind {
@@ -1786,6 +1800,17 @@ mod tests {
                         "{k}. The fridge {} uses a small fan to keep it cool.\n",
                         if k % 2 == 0 { "also" } else { "still" }
                     )),
+                    // A list that starts again every `p + 2` items (the
+                    // restarted-list rule), bodies too long for the
+                    // counter rule's periods and of lengths too far
+                    // apart for the sentence rule's.
+                    12 => {
+                        let i = k % (p + 2) + 1;
+                        let tail = "and so on ".repeat(i % 3 * 3);
+                        out.push_str(&format!(
+                            "{i}. item number {i} is long enough for nine tokens {tail}\n"
+                        ));
+                    }
                     // Lines going round 1 to 4 values, short lines between.
                     13 => out.push_str(&format!(
                         "the line {} of words\n</code>\n",
@@ -1825,6 +1850,7 @@ mod tests {
         let n = &mut low.near;
         n.list_items = 3;
         n.empty_items = 3;
+        n.list_copy_items = 2;
         n.sentence_copies = 3;
         n.sentence_min_tokens = 3;
         n.masked_min_run = 8;
@@ -1835,6 +1861,7 @@ mod tests {
         let mut high = ClampConfig::default();
         let n = &mut high.near;
         n.list_items = 9;
+        n.list_copy_items = 12;
         n.sentence_copies = 9;
         n.sentence_max_edits = 4;
         n.masked_min_run = 60;
