@@ -366,3 +366,58 @@ fn lists_that_go_on_or_differ_pass() {
     assert_eq!(clamp(&fruits, &off).text, fruits);
     assert!(clamp(&fruits, &config).is_clamped());
 }
+
+/// Codes going round a handful of values with no fixed period (the
+/// real-model set's `smollm2/en-howto-02`: Wi-Fi standards cycling to the
+/// token limit) fire, in English and Spanish prose; the window's first
+/// copy of each value is kept.
+#[test]
+fn codes_going_round_a_few_values_fire() {
+    let order = [
+        0, 1, 2, 3, 0, 2, 3, 0, 1, 0, 2, 3, 0, 1, 0, 1, 0, 2, 3, 1, 0,
+    ];
+    let codes = ["802.11a,", "802.11a+,", "802.11b,", "802.11g,"];
+    let run: String = order.iter().map(|&i| format!("{} ", codes[i])).collect();
+    for intro in [
+        "Choose a router that supports the newest standards, including ",
+        "Elija un router compatible con los estándares más nuevos, como ",
+    ] {
+        let text = format!("{intro}{run}");
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out.report().expect("codes going round fire");
+        assert_eq!(r.detector, Detector::NearDuplicate, "{text}");
+        assert_eq!(r.start, intro.len());
+        for code in codes {
+            assert_eq!(out.text.matches(code).count(), 1, "{}", out.text);
+        }
+    }
+}
+
+/// What must pass: a hex dump going round a few bytes, codes that all
+/// differ (versions, UUID-like ids), numbers alone, and codes with words
+/// between them.
+#[test]
+fn data_and_changing_codes_pass() {
+    let config = ClampConfig::default();
+    let order = [
+        0, 1, 2, 3, 0, 2, 3, 0, 1, 0, 2, 3, 0, 1, 0, 1, 0, 2, 3, 1, 0,
+    ];
+    let hex: String = order
+        .iter()
+        .map(|&i| ["0x00 ", "0x1f ", "0xa0 ", "0xff "][i])
+        .collect();
+    let versions: String = (0..40).map(|i| format!("v1.{i}b, ")).collect();
+    let ids: String = (0..40).map(|i| format!("a{i:03}f{} ", i * 7)).collect();
+    let bits: String = order
+        .iter()
+        .map(|&i| ["1, ", "0, ", "10, ", "11, "][i])
+        .collect();
+    let words: String = order
+        .iter()
+        .map(|&i| format!("{} and ", ["802.11a", "802.11g", "802.11b", "802.11n"][i]))
+        .collect();
+    for body in [hex, versions, ids, bits, words] {
+        let text = format!("Values: {body}");
+        assert_eq!(clamp(&text, &config).text, text);
+    }
+}

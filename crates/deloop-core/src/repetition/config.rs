@@ -51,6 +51,13 @@ pub struct NearConfig {
     /// ... one of them at least this many tokens long (3) and holding a
     /// word, fire.
     pub line_window_min_tokens: usize,
+    /// Codes going round a few values (`802.11a, 802.11b, 802.11a+, …`):
+    /// this many tokens in a row, each holding a digit and a letter (16,
+    /// at most 16; 0 turns the rule off) ...
+    pub token_window: usize,
+    /// ... that hold at most this many different tokens, each at least
+    /// twice, fire (4).
+    pub token_window_values: usize,
     /// Segments shorter than this many tokens are not compared (8).
     pub sentence_min_tokens: usize,
     /// Token edits between near-duplicate segments: at most this many and
@@ -84,6 +91,8 @@ impl Default for NearConfig {
             line_window: 12,
             line_window_values: 4,
             line_window_min_tokens: 3,
+            token_window: 16,
+            token_window_values: 4,
             sentence_min_tokens: 8,
             sentence_max_edits: 2,
             sentence_copies: 6,
@@ -395,6 +404,13 @@ impl ClampConfig {
             0,
             16,
             "the few-lines window holds at most 16 lines",
+        );
+        check(
+            "near.token_window",
+            n.token_window,
+            0,
+            16,
+            "the few-codes window holds at most 16 tokens",
         );
         if long_off {
             out.push(ClampAdjustment {

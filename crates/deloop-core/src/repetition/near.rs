@@ -98,6 +98,8 @@ const ITEM_RING: usize = 16;
 const ITEM_W: usize = 8;
 /// Lines kept for the code-block rule.
 const LINE_RING: usize = 128;
+/// The longest window of the few-codes rule, in tokens.
+pub(super) const TOKEN_WINDOW: usize = 16;
 /// Items of a list the restarted-list rule looks back over: a copy of
 /// items further back than this is not seen.
 const LIST_BACK: usize = 256;
@@ -182,6 +184,11 @@ struct Tok {
     end: usize,
     word: bool,
     digits: bool,
+    /// Holds a letter.
+    letter: bool,
+    /// Holds a letter other than a hex digit (`a`–`f`) or the `x` of
+    /// `0x`.
+    non_hex: bool,
 }
 
 /// The token being read.
@@ -200,6 +207,8 @@ struct Build {
     /// 2 anything else.
     marker: u8,
     ndigits: u32,
+    /// A letter other than `a`–`f` and `x` (case-folded) was read.
+    non_hex: bool,
     /// Last character was `. ! ?`.
     last_stop: bool,
 }
@@ -289,6 +298,9 @@ pub(crate) struct Near {
     mask_tags: u64,
     last_word_tok: Option<usize>,
     last_digit_tok: Option<usize>,
+    /// Tokens going round a few values: tokens in a row (counter tokens)
+    /// that hold a digit and a letter.
+    code_run: usize,
     // Long units: the current non-white-space run.
     chain_chars: Vec<(u32, usize)>,
     chain_len: usize,
@@ -351,6 +363,7 @@ impl Near {
             mask_tags: 0,
             last_word_tok: None,
             last_digit_tok: None,
+            code_run: 0,
             chain_chars: vec![(0, 0); CHAIN_RING],
             chain_len: 0,
             lazy: false,
@@ -394,6 +407,7 @@ impl Near {
         self.mask_tags = 0;
         self.last_word_tok = None;
         self.last_digit_tok = None;
+        self.code_run = 0;
         self.chain_reset();
         self.best = None;
     }
@@ -509,6 +523,9 @@ impl Near {
             b.letters += swar::count(swar::lower_alpha(low));
             at += k;
         }
+        b.non_hex |= bytes[i..i + m]
+            .iter()
+            .any(|&c| matches!(c | 0x20, b'g'..=b'w' | b'y' | b'z'));
         b.in_digits = false;
         b.marker = 2;
         b.last_stop = matches!(bytes[i + m - 1], b'.' | b'!' | b'?');
@@ -578,6 +595,16 @@ impl Near {
         }
         if self.copy.len > 0 {
             bound = bound.min(self.copy.keep);
+        }
+        // A few-codes window firing later starts at one of the last
+        // `token_window - 1` codes in a row, or later.
+        if self.code_run > 0 && self.cfg.token_window > 0 {
+            let back = self
+                .code_run
+                .min(self.cfg.token_window.min(TOKEN_WINDOW) - 1)
+                .max(1);
+            let first = self.ntok - back;
+            bound = bound.min(self.toks[first % TOK_RING].start);
         }
         for k in 0..self.nlines.min(ITEM_RING) {
             bound = bound.min(self.line_ring[k].2);
@@ -743,6 +770,7 @@ impl Near {
         b.in_digits = digit;
         if c.is_alphabetic() {
             b.letters += 1;
+            b.non_hex |= !matches!(l, 0x61..=0x66 | 0x78);
         }
         b.marker = match (b.marker, digit, c) {
             (0, true, _) => {
@@ -773,6 +801,8 @@ impl Near {
             end,
             word: b.letters >= 2,
             digits: b.digits,
+            letter: b.letters >= 1,
+            non_hex: b.non_hex,
         };
         let line = &mut self.line;
         // The body counts only on a list item, the whole line only in a
@@ -811,6 +841,17 @@ impl Near {
         }
         if tok.digits {
             self.last_digit_tok = Some(j);
+        }
+        if tok.digits && tok.letter {
+            self.code_run += 1;
+            if self.code_run >= self.cfg.token_window.max(1) && self.cfg.token_window > 0 {
+                self.few_tokens(j);
+                if self.best.is_some() {
+                    return;
+                }
+            }
+        } else {
+            self.code_run = 0;
         }
         // Bit p - 1: token j - p has the same masked key. The low bytes
         // of the last eight keys give the candidates in one compare; the
@@ -866,6 +907,47 @@ impl Near {
             self.fire(Detector::NearDuplicate, p, start, keep, preview);
             return;
         }
+    }
+
+    /// Codes going round a few values (`802.11a, 802.11b, 802.11g,
+    /// 802.11a, 802.11a+, …`): the last `token_window` tokens, in a row,
+    /// each holding a digit and a letter, hold at most
+    /// `token_window_values` different tokens (as read, case-folded), each
+    /// at least twice, and one of them a letter that is not a hex digit
+    /// (nor the `x` of `0x`): hex dumps are data. The loop starts at the window's first token; the
+    /// cut keeps the window up to the first copy of its last new value.
+    /// Token `j` was just read.
+    fn few_tokens(&mut self, j: usize) {
+        let w = self.cfg.token_window.min(TOKEN_WINDOW);
+        if w == 0 || j + 1 < w {
+            return;
+        }
+        let mut seen = [(0u64, 0usize); TOKEN_WINDOW];
+        let mut nseen = 0;
+        let mut keep = 0;
+        let mut non_hex = false;
+        for t in j + 1 - w..=j {
+            let tok = self.toks[t % TOK_RING];
+            non_hex |= tok.non_hex;
+            match seen[..nseen].iter().position(|&(k, _)| k == tok.raw) {
+                Some(i) => seen[i].1 += 1,
+                None => {
+                    if nseen == self.cfg.token_window_values {
+                        return;
+                    }
+                    seen[nseen] = (tok.raw, 1);
+                    nseen += 1;
+                    keep = tok.end;
+                }
+            }
+        }
+        // Hex dumps (`0x00 0x1f 0x00 …`, `1f 00 a3`) are data.
+        if !non_hex || seen[..nseen].iter().any(|&(_, c)| c < 2) {
+            return;
+        }
+        let start = self.toks[(j + 1 - w) % TOK_RING].start;
+        let preview = self.line.preview.clone();
+        self.fire(Detector::NearDuplicate, nseen, start, keep, preview);
     }
 
     fn token_preview(&self, _p: usize) -> String {

@@ -138,6 +138,7 @@ const HOT_LIST: u8 = 4;
 const HOT_FENCE: u8 = 8;
 const HOT_LONG: u8 = 16;
 const HOT_LINES: u8 = 32;
+const HOT_CODES: u8 = 64;
 
 /// Token periods of the counter rule (as [`Near`]'s).
 const MASK_W: usize = 8;
@@ -163,6 +164,8 @@ struct Plan {
     line_window: usize,
     line_values: usize,
     line_min: usize,
+    /// The few-codes rule's window in tokens (0: off).
+    code_window: usize,
 }
 
 impl Plan {
@@ -200,6 +203,11 @@ impl Plan {
             line_window: n.line_window.min(LINE_RING),
             line_values: n.line_window_values,
             line_min: n.line_window_min_tokens.max(1),
+            code_window: if n.token_window_values == 0 {
+                0
+            } else {
+                n.token_window.min(super::near::TOKEN_WINDOW)
+            },
             sent_need: [n.sentence_copies.max(3), n.sentence_copies.max(6)],
             min_tokens: n.sentence_min_tokens,
             max_edits: n.sentence_max_edits,
@@ -255,6 +263,11 @@ pub(crate) struct Sieve {
     /// Per period, the restart point set by the last marked token
     /// without a hit at that period.
     counter_from: [usize; MASK_W],
+    /// First token of the run of marked tokens in a row the last marked
+    /// token ends, and the few-codes rule's restart point (the first
+    /// token a window holding that token can start at).
+    marked_from: usize,
+    codes_from: usize,
     /// Real lines holding tokens: (first token, start).
     reals: [(usize, usize); LINE_RING],
     nreals: usize,
@@ -401,6 +414,8 @@ impl Sieve {
             nmarked: 0,
             streaks: [0; MASK_W],
             counter_from: [0; MASK_W],
+            marked_from: 0,
+            codes_from: 0,
             reals: [(0, 0); LINE_RING],
             nreals: 0,
             real_recorded: false,
@@ -447,6 +462,11 @@ impl Sieve {
     /// whose windows start earlier reads again from there).
     fn restart(&self) -> (usize, Option<(u8, usize)>) {
         let mut at = self.counter_restart().min(self.sentence_from);
+        // A few-codes window going on: the last token read is marked.
+        let k = self.nmarked;
+        if self.plan.code_window > 0 && k > 0 && self.marked[(k - 1) % MASK_W].0 + 1 == self.ntok {
+            at = at.min(self.codes_from);
+        }
         if self.items > 0 {
             at = at.min(self.list_from);
         }
@@ -734,6 +754,19 @@ impl Sieve {
     /// (a hit at `p`) extends or ends the hits in a row at `p`.
     fn marked_token(&mut self, j: usize, key: u64) {
         let k = self.nmarked;
+        // Few codes: a window of `code_window` marked tokens in a row.
+        let w = self.plan.code_window;
+        if w > 0 {
+            if k == 0 || self.marked[(k - 1) % MASK_W].0 + 1 != j {
+                self.marked_from = j;
+            }
+            if j + 1 - self.marked_from >= w {
+                self.hot |= HOT_CODES;
+            } else {
+                self.hot &= !HOT_CODES;
+            }
+            self.codes_from = self.real_of(self.marked_from.max((j + 1).saturating_sub(w)));
+        }
         let mut hits = 0u32;
         for m in k.saturating_sub(MASK_W)..k {
             let (t, other) = self.marked[m % MASK_W];
@@ -1770,7 +1803,7 @@ mod tests {
     /// Counted list items, empty markers, counters, long units, code
     /// blocks, tables: the other rules, often one copy short of firing.
     fn shapes() -> impl Strategy<Value = String> {
-        (0..16usize, 1..16usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
+        (0..17usize, 1..24usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
             let mut out = String::new();
             for k in k0..k0 + n {
                 match kind {
@@ -1822,6 +1855,19 @@ mod tests {
                         "{k}. add the {}\n",
                         ["salt now", "flour", "dry yeast here", "sugar"][(k * 5) % (p % 4 + 1)]
                     )),
+                    // Codes going round a few values (the few-codes
+                    // rule), with no fixed period; hex codes for `p` odd.
+                    15 => {
+                        let codes = if p % 2 == 0 {
+                            ["802.11a,", "802.11b,", "802.11g,", "802.11a+,", "5GHz,"]
+                        } else {
+                            ["0x1f", "0xa0", "0x00", "0xff", "0x0b"]
+                        };
+                        out.push_str(codes[(k * k + k0) % (p % 5 + 1)]);
+                        // Lines of one to three codes, so restart points
+                        // (line starts) fall inside a run.
+                        out.push(if (k + k0) % 3 == 0 { '\n' } else { ' ' });
+                    }
                     // A unit of exactly `p + 8` characters, `n` times.
                     _ => {
                         let unit: String = (0..p + 8)
@@ -1851,6 +1897,8 @@ mod tests {
         n.list_items = 3;
         n.empty_items = 3;
         n.list_copy_items = 2;
+        n.token_window = 6;
+        n.token_window_values = 3;
         n.sentence_copies = 3;
         n.sentence_min_tokens = 3;
         n.masked_min_run = 8;
@@ -1862,6 +1910,7 @@ mod tests {
         let n = &mut high.near;
         n.list_items = 9;
         n.list_copy_items = 12;
+        n.token_window_values = 2;
         n.sentence_copies = 9;
         n.sentence_max_edits = 4;
         n.masked_min_run = 60;
@@ -1872,7 +1921,18 @@ mod tests {
         n.sentence_copies = 3;
         n.chain_min_unit = 9;
         n.chain_copies = 2;
-        vec![ClampConfig::default(), low, high, sentences]
+        // Only the few-codes rule (and the code-block rule) can fire, so
+        // no other rule's flag or restart point covers its own.
+        let mut codes = ClampConfig::default();
+        let n = &mut codes.near;
+        n.list_items = 10_000;
+        n.empty_items = 10_000;
+        n.list_copy_items = 0;
+        n.line_window = 0;
+        n.sentence_copies = 10_000;
+        n.masked_min_run = 100_000;
+        n.chain_min_unit = 64;
+        vec![ClampConfig::default(), low, high, sentences, codes]
     }
 
     /// The exact detector over a stream: where it first fires (the
