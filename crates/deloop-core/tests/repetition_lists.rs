@@ -1,9 +1,11 @@
 //! The rules added for the real-model set's misses (issue 12 §2), both
 //! sides: list items cycling with a period of up to 8 items, a list going
-//! round a few items, odd units after a path-like prefix, and the long
-//! tail knob (`words.long_last_copy_percent`).
+//! round a few items, odd units after a path-like prefix, and long tails
+//! at the end of a text (`words.tail_last_copy_percent`).
 
-use deloop_core::repetition::{clamp, ClampConfig, Detector};
+use deloop_core::repetition::{
+    clamp, ClampConfig, Detector, GuardedStream, StreamCut, StreamWatcher,
+};
 
 fn numbered(bodies: &[&str]) -> String {
     bodies
@@ -138,35 +140,159 @@ fn odd_units_after_a_path_fire_and_encoded_zeros_pass() {
     }
 }
 
-#[test]
-fn long_tails_cut_mid_copy() {
-    let en = "The committee reviewed the proposal again and decided that the budget \
+const TAIL_EN: &str = "The committee reviewed the proposal again and decided that the budget \
               should be approved after one more round of comments from every member \
               of the board, who will meet next week to vote on it.";
-    let es = "El comité revisó la propuesta otra vez y decidió que el presupuesto \
+const TAIL_ES: &str = "El comité revisó la propuesta otra vez y decidió que el presupuesto \
               debe aprobarse después de una ronda más de comentarios de cada miembro \
               de la junta, que se reunirá la semana próxima para votarlo.";
-    let mut tail = ClampConfig::default();
-    tail.words.long_last_copy_percent = 66;
-    for unit in [en, es] {
-        let words: Vec<&str> = unit.split_whitespace().collect();
-        let d = words.len();
-        assert!(d > 16);
-        // Two copies and 70 % of a third, as when a generation's token
-        // limit stops a loop mid-copy.
-        let tail_words = words[..d * 7 / 10].join(" ");
-        let text = format!("Summary of the meeting. {unit} {unit} {tail_words}");
-        let out = clamp(&text, &tail);
-        let r = out.report().expect("a long tail with the knob at 66 fires");
-        assert_eq!((r.detector, r.period), (Detector::LongPeriod, d));
-        assert!(out.text.starts_with("Summary of the meeting. "));
-        // The default asks for three whole copies.
-        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
-        // Two copies and half of a third stay below the knob.
-        let short = words[..d / 2].join(" ");
-        let text = format!("Summary of the meeting. {unit} {unit} {short}");
-        assert_eq!(clamp(&text, &tail).text, text);
+
+/// Two copies of `unit` and the first `part` words of a third, after an
+/// introduction: a generation stopped by its token limit mid-copy.
+fn tail_text(unit: &str, part: usize) -> String {
+    let words: Vec<&str> = unit.split_whitespace().collect();
+    let tail_words = words[..part].join(" ");
+    format!("Summary of the meeting. {unit} {unit} {tail_words}")
+}
+
+/// Feeds `text` to a watcher in chunks of `size` bytes, then ends it.
+fn watch(text: &str, config: &ClampConfig, size: usize) -> Option<StreamCut> {
+    let mut w = StreamWatcher::new(config.clone());
+    for chunk in text.as_bytes().chunks(size) {
+        if let Some(cut) = w.feed(chunk) {
+            return Some(cut);
+        }
     }
+    w.finish()
+}
+
+#[test]
+fn long_tails_at_the_end_fire_by_default() {
+    for unit in [TAIL_EN, TAIL_ES] {
+        let d = unit.split_whitespace().count();
+        assert!(d > 16);
+        // Two copies and 70 % of a third.
+        let text = tail_text(unit, d * 7 / 10);
+        let out = clamp(&text, &ClampConfig::default());
+        let r = out.report().expect("a long tail at the end fires");
+        assert_eq!((r.detector, r.period), (Detector::LongPeriod, d));
+        // One copy is kept.
+        assert_eq!(out.text, format!("Summary of the meeting. {unit} […]"));
+        // The stream sees it only when it ends, with the same cut.
+        for size in [1, 7, 64, text.len()] {
+            let cut = watch(&text, &ClampConfig::default(), size).expect("finish cuts");
+            assert_eq!(&cut.report, r);
+            assert_eq!(cut.detected_at, text.len());
+            assert_eq!(
+                format!("{}{}", &text[..cut.keep_bytes], cut.replacement_tail),
+                out.text
+            );
+        }
+        // 100 turns the rule off: three whole copies are needed.
+        let mut off = ClampConfig::default();
+        off.words.tail_last_copy_percent = 100;
+        assert_eq!(clamp(&text, &off).text, text);
+        assert!(watch(&text, &off, 7).is_none());
+    }
+}
+
+#[test]
+fn long_tails_below_the_share_or_followed_by_other_text_pass() {
+    for unit in [TAIL_EN, TAIL_ES] {
+        let d = unit.split_whitespace().count();
+        // Two copies and half of a third stay below 66 %.
+        let text = tail_text(unit, d / 2);
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+        assert!(watch(&text, &ClampConfig::default(), 5).is_none());
+        // The same 2⅔ copies followed by other text: not at the end.
+        let text = format!(
+            "{} And then the meeting moved on to other business entirely.",
+            tail_text(unit, d * 7 / 10)
+        );
+        assert_eq!(clamp(&text, &ClampConfig::default()).text, text);
+        assert!(watch(&text, &ClampConfig::default(), 5).is_none());
+    }
+}
+
+#[test]
+fn a_long_tail_cut_off_mid_word_fires() {
+    let unit = TAIL_EN;
+    let words: Vec<&str> = unit.split_whitespace().collect();
+    let part = words.len() * 7 / 10;
+    // The last word stops after its first letters, as at a token limit.
+    let next = words[part];
+    let text = format!("{} {}", tail_text(unit, part), &next[..2]);
+    let out = clamp(&text, &ClampConfig::default());
+    let r = out.report().expect("a prefix of the next word counts");
+    assert_eq!(r.period, words.len());
+    assert_eq!(out.text, format!("Summary of the meeting. {unit} […]"));
+    let cut = watch(&text, &ClampConfig::default(), 3).expect("finish cuts");
+    assert_eq!(&cut.report, r);
+    // A last word that is not a prefix of the next one breaks the run.
+    let text = format!("{} zq", tail_text(unit, part));
+    let r = clamp(&text, &ClampConfig::default());
+    assert!(!r.is_clamped(), "{}", r.text);
+}
+
+#[test]
+fn the_tail_rule_keeps_what_a_stream_already_settled() {
+    let unit = TAIL_EN;
+    let d = unit.split_whitespace().count();
+    let text = tail_text(unit, d * 7 / 10);
+    for exact in [true, false] {
+        let mut g = GuardedStream::new(ClampConfig::default()).exact(exact);
+        let mut out = Vec::new();
+        for chunk in text.as_bytes().chunks(9) {
+            let step = g.push_bytes(chunk).expect("UTF-8");
+            assert!(step.cut.is_none());
+            out.extend_from_slice(step.bytes);
+        }
+        let step = g.finish().expect("UTF-8");
+        out.extend_from_slice(step.bytes);
+        let cut = step.cut.cloned().expect("finish cuts");
+        let mut guarded = String::from_utf8(out).expect("UTF-8");
+        if exact {
+            assert_eq!(guarded, &text[..cut.cut.keep_bytes]);
+            assert_eq!(cut.late_bytes(), 0);
+        }
+        cut.apply_to(&mut guarded);
+        assert_eq!(guarded, clamp(&text, &ClampConfig::default()).text);
+    }
+}
+
+#[test]
+fn hostile_input_at_the_end_of_a_stream() {
+    // Empty: nothing to cut.
+    let mut w = StreamWatcher::new(ClampConfig::default());
+    assert!(w.finish().is_none());
+    assert!(w.finish().is_none());
+    // A long tail whose last bytes are an unfinished UTF-8 sequence (a
+    // U+FFFD token): that token breaks the run, nothing is cut.
+    let unit = TAIL_ES;
+    let d = unit.split_whitespace().count();
+    let mut bytes = tail_text(unit, d * 7 / 10).into_bytes();
+    bytes.extend_from_slice(b" \xc3");
+    let mut w = StreamWatcher::new(ClampConfig::default());
+    assert!(w.feed(&bytes).is_none());
+    assert!(w.finish().is_none());
+    // An invalid byte in the introduction: still no panic, and the lossy
+    // guarded stream forwards them unchanged.
+    let mut bytes = tail_text(unit, d * 7 / 10).into_bytes();
+    bytes.insert(3, 0xff);
+    let mut g = GuardedStream::new(ClampConfig::default()).lossy(true);
+    let mut out = Vec::new();
+    out.extend_from_slice(g.push_bytes(&bytes).expect("lossy").bytes);
+    let step = g.finish().expect("lossy");
+    out.extend_from_slice(step.bytes);
+    let cut = step
+        .cut
+        .cloned()
+        .expect("the tail after the bad byte fires");
+    assert!(cut.cut.keep_bytes > 40);
+    assert_eq!(&out[..cut.cut.keep_bytes], &bytes[..cut.cut.keep_bytes]);
+    // Strict: the first invalid byte is named.
+    let mut g = GuardedStream::new(ClampConfig::default());
+    assert!(g.push_bytes(&bytes).is_err());
 }
 
 #[test]
@@ -285,12 +411,19 @@ fn out_of_range_settings_are_reported_and_hostile_ones_do_not_panic() {
     let mut c = ClampConfig::default();
     c.near.line_window = 40;
     c.words.long_last_copy_percent = 0;
+    c.words.tail_last_copy_percent = 101;
     let keys: Vec<String> = c.adjustments().into_iter().map(|a| a.key).collect();
     assert!(keys.contains(&"near.line_window".to_string()), "{keys:?}");
     assert!(
         keys.contains(&"words.long_last_copy_percent".to_string()),
         "{keys:?}"
     );
+    let tail = c
+        .adjustments()
+        .into_iter()
+        .find(|a| a.key == "words.tail_last_copy_percent")
+        .expect("the tail share is reported");
+    assert_eq!((tail.from, tail.to), (101, 100));
     c.near.line_window_values = 1000;
     c.near.line_window_min_tokens = 0;
     c.healthy.code_line_run_bytes = 1;

@@ -1,7 +1,9 @@
 //! Property tests: the linear-time guards agree with slow, obviously
 //! correct references of the seed's rules, and the streaming watcher agrees
 //! with the batch guard on every prefix, for any chunking, and so does the
-//! guarded stream built on it.
+//! guarded stream built on it. Mid-stream the batch guard is asked about
+//! an unfinished text (`words.tail_last_copy_percent = 100`: the tail rule
+//! applies only where a text ends); after `finish()` about the whole text.
 
 use deloop_core::repetition::{
     clamp, clamp_substring, clamp_words, ClampConfig, GuardedCut, GuardedStream, StreamWatcher,
@@ -91,11 +93,20 @@ fn text_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..10).prop_map(|v| v.concat())
 }
 
+/// The batch guard's settings for a text that has not ended: the tail
+/// rule off (the watcher cannot know, mid-stream, that the text ends).
+fn unfinished(config: &ClampConfig) -> ClampConfig {
+    let mut c = config.clone();
+    c.words.tail_last_copy_percent = 100;
+    c
+}
+
+/// Feeds `text` in chunks; the cut, and whether `finish()` gave it.
 fn feed_all(
     config: &ClampConfig,
     text: &str,
     sizes: &[usize],
-) -> Option<deloop_core::repetition::StreamCut> {
+) -> (Option<deloop_core::repetition::StreamCut>, bool) {
     let mut w = StreamWatcher::new(config.clone());
     let bytes = text.as_bytes();
     let mut off = 0;
@@ -105,21 +116,29 @@ fn feed_all(
         i += 1;
         let end = (off + size).min(bytes.len());
         if let Some(cut) = w.feed(&bytes[off..end]) {
-            return Some(cut);
+            return (Some(cut), false);
         }
         off = end;
     }
-    w.finish()
+    (w.finish(), true)
 }
 
 fn check_stream(config: &ClampConfig, text: &str, sizes: &[usize], exact_text: bool) {
+    let open = unfinished(config);
     match feed_all(config, text, sizes) {
-        Some(cut) => {
+        (Some(cut), at_end) => {
             let d = cut.detected_at;
             assert!(text.is_char_boundary(d));
             assert!(text.is_char_boundary(cut.keep_bytes));
             let prefix = &text[..d];
-            let batch = clamp(prefix, config);
+            // Mid-stream: the first prefix on which the batch guard fires
+            // as an unfinished text; at the end: the whole text's verdict.
+            let batch = if at_end {
+                assert_eq!(d, text.len());
+                clamp(text, config)
+            } else {
+                clamp(prefix, &open)
+            };
             let r = batch.report().expect("batch fires on the stream's prefix");
             assert_eq!(r, &cut.report);
             if exact_text {
@@ -132,12 +151,12 @@ fn check_stream(config: &ClampConfig, text: &str, sizes: &[usize], exact_text: b
             let bounds: Vec<usize> = prefix.char_indices().map(|(i, _)| i).collect();
             for &b in bounds.iter().rev().take(200) {
                 assert!(
-                    !clamp(&text[..b], config).is_clamped(),
+                    !clamp(&text[..b], &open).is_clamped(),
                     "fires earlier at {b}"
                 );
             }
         }
-        None => assert!(!clamp(text, config).is_clamped()),
+        (None, _) => assert!(!clamp(text, config).is_clamped()),
     }
 }
 
@@ -203,6 +222,34 @@ proptest! {
         let text = format!("{filler} {}{tail}", format!("{} ", words.join(" ")).repeat(copies));
         check_stream(&ClampConfig::default(), &text, &sizes, true);
     }
+
+    /// Long tails: 2 or 3 copies of a random unit, the last cut at a
+    /// random byte (inside a word or not), sometimes followed by other
+    /// text; the stream after `finish()` gives the whole text's verdict.
+    #[test]
+    fn stream_equals_batch_on_long_tails(
+        filler in "[a-e ]{0,40}",
+        words in prop::collection::vec("[a-d]{1,4}[.,]?", 17..60),
+        copies in 2..4usize,
+        cut in 0..1000usize,
+        after in prop::option::of("[e-h ]{1,20}"),
+        sizes in prop::collection::vec(1..17usize, 1..4),
+        pct in prop::sample::select(vec![1usize, 34, 50, 66, 90, 100]),
+    ) {
+        let unit = format!("{} ", words.join(" "));
+        let cut = cut * unit.len() / 1000;
+        let text = format!(
+            "{filler} {}{}{}",
+            unit.repeat(copies - 1),
+            &unit[..cut],
+            after.unwrap_or_default()
+        );
+        let mut config = ClampConfig::default();
+        config.words.tail_last_copy_percent = pct;
+        check_stream(&config, &text, &sizes, true);
+        check_guarded(&config, &text, &sizes, true, false);
+        check_guarded(&config, &text, &sizes, false, true);
+    }
 }
 
 /// Feeds `text` to a [`GuardedStream`] in chunks of the given byte sizes
@@ -215,7 +262,7 @@ fn guarded_all(
     sizes: &[usize],
     exact: bool,
     as_text: bool,
-) -> (Vec<u8>, Option<GuardedCut>, usize) {
+) -> (Vec<u8>, Option<GuardedCut>, usize, bool) {
     let mut g = GuardedStream::new(config.clone()).exact(exact);
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -234,12 +281,12 @@ fn guarded_all(
         off = end;
         out.extend_from_slice(step.bytes);
         if let Some(cut) = step.cut {
-            return (out, Some(cut.clone()), off);
+            return (out, Some(cut.clone()), off, false);
         }
     }
     let step = g.finish().expect("valid UTF-8");
     out.extend_from_slice(step.bytes);
-    (out, step.cut.cloned(), off)
+    (out, step.cut.cloned(), off, true)
 }
 
 /// The rules the streaming tests above state, for the guarded stream:
@@ -249,13 +296,17 @@ fn guarded_all(
 /// step; `apply_to` gives the guarded text; `saved_chars` counts what the
 /// cut discarded.
 fn check_guarded(config: &ClampConfig, text: &str, sizes: &[usize], exact: bool, as_text: bool) {
-    let (out, cut, fed) = guarded_all(config, text, sizes, exact, as_text);
-    let watcher_cut = feed_all(config, text, sizes);
+    let (out, cut, fed, at_end) = guarded_all(config, text, sizes, exact, as_text);
+    let (watcher_cut, _) = feed_all(config, text, sizes);
     match cut {
         Some(cut) => {
             let keep = cut.cut.keep_bytes;
             let d = cut.cut.detected_at;
-            let batch = clamp(&text[..d], config);
+            let batch = if at_end {
+                clamp(text, config)
+            } else {
+                clamp(&text[..d], &unfinished(config))
+            };
             assert_eq!(batch.report(), Some(&cut.cut.report));
             assert_eq!(cut.detector, cut.cut.report.detector);
             assert_eq!(cut.start, cut.cut.report.start);

@@ -135,6 +135,15 @@ pub struct WordConfig {
     /// the default because it also moves cuts earlier on real answers
     /// (docs/repetition.md).
     pub long_last_copy_percent: usize,
+    /// The long tail at the end (1–100, default 66; 100 turns it off): a
+    /// long-period run that reaches the end of the text fires with
+    /// `long_run_per_period - 1` whole copies after the first and this
+    /// percent of one more. Only where the text ends (`clamp`, and
+    /// [`super::StreamWatcher::finish`]), so a generation stopped by its
+    /// token limit mid-copy is cut, while the same copies followed by
+    /// other text are not. The last token may be cut off mid-word (a
+    /// prefix of the token it stands for).
+    pub tail_last_copy_percent: usize,
     /// Tokens that compare equal after dropping trailing punctuation
     /// (`de,` = `de`), see docs/repetition.md.
     pub ignore_trailing_punctuation: bool,
@@ -232,6 +241,7 @@ impl Default for WordConfig {
             long_max_period: 256,
             long_run_per_period: 2,
             long_last_copy_percent: 100,
+            tail_last_copy_percent: 66,
             ignore_trailing_punctuation: true,
             connectors: DEFAULT_CONNECTORS.iter().map(|s| s.to_string()).collect(),
             marker: " […]".to_string(),
@@ -349,6 +359,13 @@ impl ClampConfig {
         check(
             "words.long_last_copy_percent",
             w.long_last_copy_percent,
+            1,
+            100,
+            "a percent of one copy",
+        );
+        check(
+            "words.tail_last_copy_percent",
+            w.tail_last_copy_percent,
             1,
             100,
             "a percent of one copy",

@@ -339,7 +339,7 @@ impl Engine {
                 lines: &mut self.wlines,
                 src,
             };
-            w.finish(self.pos, &mut lx);
+            w.end_text(self.pos, &mut lx);
         }
     }
 
@@ -639,6 +639,42 @@ mod tests {
         prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
     }
 
+    /// Long tails: varied filler (enough tokens for the stream's sieve
+    /// to warm up and park its detector), then 2–3 copies of a unit of
+    /// 17–60 words, the last one cut at a random byte (inside a word or
+    /// not), sometimes followed by other text.
+    fn tail_text() -> impl Strategy<Value = String> {
+        (
+            (0..1200usize, any::<u64>()),
+            (17..60usize, any::<u64>(), 2..4usize, 0..1000usize),
+            prop::option::of("[xyz ]{1,12}"),
+        )
+            .prop_map(|((n, seed), (k, useed, copies, cut), after)| {
+                let mut x = seed | 1;
+                let mut out = String::new();
+                for _ in 0..n {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    out.push_str(&format!("f{} ", x % 100_000));
+                }
+                let unit: String = (0..k)
+                    .map(|i| {
+                        let w = ["the", "Cat", "sat,", "on", "mat."][(useed as usize + i) % 5];
+                        format!("{w}{} ", (useed >> (i % 32)) % 7)
+                    })
+                    .collect();
+                out.push_str(&unit.repeat(copies - 1));
+                let mut cut = cut * unit.len() / 1000;
+                while !unit.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                out.push_str(&unit[..cut]);
+                out.push_str(&after.unwrap_or_default());
+                out
+            })
+    }
+
     fn configs() -> Vec<ClampConfig> {
         let mut long = ClampConfig::default();
         long.words.long_max_period = 40;
@@ -743,6 +779,107 @@ mod tests {
                     for s in seen {
                         prop_assert!(s <= c.keep_bytes, "settled {} > cut {}", s, c.keep_bytes);
                     }
+                }
+            }
+        }
+    }
+
+    /// The settled-prefix rule, and batch against reference and stream,
+    /// where the tail rule fires at `finish()` (see [`tail_text`]). A
+    /// stream cut only at the end equals the whole text's batch verdict.
+    fn check_tail(text: &str, size: usize, config: &ClampConfig) -> Result<(), TestCaseError> {
+        let (rw, rs) = reference_batch(text, config);
+        let (w, s) = scan_pair(text, config, Mode::Both);
+        prop_assert_eq!(w.as_ref().map(key), rw.as_ref().map(key));
+        prop_assert_eq!(s.as_ref().map(key), rs.as_ref().map(key));
+        let expected = reference_stream(text, config);
+        let mut watcher = StreamWatcher::new(config.clone());
+        let mut seen = Vec::new();
+        let mut cut = None;
+        for chunk in text.as_bytes().chunks(size) {
+            if let Some(c) = watcher.feed(chunk) {
+                cut = Some(c);
+                break;
+            }
+            seen.push(watcher.settled());
+        }
+        let at_end = cut.is_none();
+        if at_end {
+            cut = watcher.finish();
+        }
+        match (&expected, &cut) {
+            (None, None) => {}
+            (Some((at, c)), Some(cut)) => {
+                prop_assert_eq!(cut.detected_at, *at);
+                prop_assert_eq!((cut.report.start, cut.keep_bytes), (c.start, c.keep));
+            }
+            (e, g) => prop_assert!(false, "reference {:?} vs stream {:?}", e, g),
+        }
+        if at_end {
+            let batch = w.or(s);
+            prop_assert_eq!(
+                cut.as_ref().map(|c| (c.report.start, c.keep_bytes)),
+                batch.as_ref().map(|b| (b.start, b.keep))
+            );
+        }
+        if let Some(c) = cut {
+            for s in seen {
+                prop_assert!(s <= c.keep_bytes, "settled {} > cut {}", s, c.keep_bytes);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            crate::repetition::test_cases::cases(64)
+        ))]
+
+        #[test]
+        fn long_tails_agree_and_keep_the_settled_prefix(
+            text in tail_text(),
+            size in 1..300usize,
+            pct in prop::sample::select(vec![1usize, 50, 66, 100]),
+        ) {
+            for mut config in configs() {
+                config.words.tail_last_copy_percent = pct;
+                check_tail(&text, size, &config)?;
+            }
+        }
+    }
+
+    /// The tail rule fires where [`tail_text`]'s cases are meant to: a
+    /// long filler (the stream's sieve parks its detector on the quiet
+    /// last token) and a last word cut off mid-word.
+    #[test]
+    fn a_long_tail_after_a_long_filler_fires_in_batch_and_stream() {
+        let filler: String = (0..1500).map(|i| format!("f{i} ")).collect();
+        let mut config = ClampConfig::default();
+        config.near.enabled = false;
+        // The sieve's filter may call the cut-off word's shingle seen (a
+        // collision), so several words and cuts.
+        for name in ["word", "item", "línea"] {
+            let unit: String = (0..30).map(|i| format!("{name}{i} ")).collect();
+            let next = unit.find(&format!("{name}23")).expect("in the unit");
+            for len in 1..name.len() + 2 {
+                let mut cut = next + len;
+                while !unit.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                let text = format!("{filler}{unit}{unit}{}", &unit[..cut]);
+                let (w, _) = scan_pair(&text, &config, Mode::Both);
+                let w = w.expect("the tail fires");
+                assert_eq!((w.period, w.keep), (30, filler.len() + unit.len() - 1));
+                for size in [1, 5, 64, 4096] {
+                    let mut watcher = StreamWatcher::new(config.clone());
+                    for chunk in text.as_bytes().chunks(size) {
+                        assert!(watcher.feed(chunk).is_none());
+                    }
+                    let cut = watcher.finish().expect("finish cuts");
+                    assert_eq!((cut.report.start, cut.keep_bytes), (w.start, w.keep));
+                }
+                if let Err(e) = check_tail(&text, 7, &config) {
+                    panic!("{e}");
                 }
             }
         }

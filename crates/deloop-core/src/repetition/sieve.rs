@@ -25,8 +25,11 @@
 //! A token **flags** when the streak reaches 7 less than the fewest
 //! matches any loop needs, the smaller of `min_run` and
 //! the matches a long period of `max_period + 1` needs (a configuration whose loops
-//! can need fewer than 8 matches is not sieved at all). Until the first
-//! flag, the exact detector cannot report anything.
+//! can need fewer than 8 matches is not sieved at all). At the end of the
+//! text the tail rule may need fewer (`words.tail_last_copy_percent`, and
+//! a last token cut off mid-word counts without matching): the fewest
+//! counts those too ([`Periods::long_fewest`]). Until the first flag, the
+//! exact detector cannot report anything.
 //!
 //! A token `q` is **quiet** when its sieve key differs from those of the
 //! `max_period` tokens before it and its shingle was not seen. After a
@@ -184,7 +187,7 @@ impl Sieve {
         let p = Periods::of(config);
         let short_min = p.thr[..p.max_p].iter().copied().min().unwrap_or(u32::MAX) as usize;
         let long_min = if p.long_max > 0 {
-            p.long_need(p.max_p + 1)
+            p.long_fewest(p.max_p + 1)
         } else {
             usize::MAX
         };
@@ -548,12 +551,19 @@ pub(crate) fn scan_words(
             }
             from = upto;
             if w.best.is_some() {
-                if quiet.is_some() {
+                if quiet.is_some() && upto < text.len() {
                     w.finish(upto, lx);
                 }
                 return exact_from(&mut w, text, upto, lx);
             }
             if let Some(q) = quiet {
+                if q == text.len() {
+                    // The quiet token is the text's last: the text ends
+                    // here (the tail rule may fire on a token cut off
+                    // mid-word).
+                    w.end_text(q, lx);
+                    return w.best;
+                }
                 w.finish(q, lx);
                 if w.best.is_some() {
                     return exact_from(&mut w, text, q, lx);
@@ -562,7 +572,7 @@ pub(crate) fn scan_words(
                 break;
             }
             if lim >= text.len() {
-                w.finish(text.len(), lx);
+                w.end_text(text.len(), lx);
                 return w.best;
             }
         }
@@ -859,9 +869,16 @@ impl SieveStream {
     /// The stream ends at `end`: the last token is complete, so the sieve
     /// reads it (an exact detector may start on it). The caller then ends
     /// the exact detector, if one runs, reading lines from [`Self::src`].
+    /// A detector parked on the last token (a quiet one) is handed back:
+    /// it read the whole stream in step with a whole-stream detector, and
+    /// the tail rule ([`Words::end_text`]) looks at the run before a last
+    /// token cut off mid-word.
     pub(crate) fn read_to_end(&mut self, end: usize, words: &mut Option<Words>, lines: &mut Lines) {
         self.cut = end;
         self.read(end, words, lines, true, true);
+        if words.is_none() && self.last.as_ref().is_some_and(|(_, at)| *at == end) {
+            *words = self.last.take().map(|(w, _)| w);
+        }
     }
 
     /// Text the exact detector reads through the line tracker while it
@@ -895,7 +912,7 @@ impl SieveStream {
 /// Reads `text[from..]` with `w` until its verdict is settled.
 fn exact_from(w: &mut Words, text: &str, from: usize, lx: &mut LineCtx<'_>) -> Option<Candidate> {
     if w.feed(&text[from..], from, lx, Stop::Settled).is_none() {
-        w.finish(text.len(), lx);
+        w.end_text(text.len(), lx);
     }
     w.best.take()
 }
@@ -962,10 +979,22 @@ mod tests {
             }
             out
         });
-        let unit = (1..300usize, 1..5usize, any::<u64>(), any::<bool>()).prop_map(
-            |(k, times, seed, vary)| {
+        // A part of one more copy (`extra` per mille of it, cut inside a
+        // word or not): a long tail when the piece ends the text.
+        let unit = (
+            1..300usize,
+            1..5usize,
+            any::<u64>(),
+            any::<bool>(),
+            0..1000usize,
+        )
+            .prop_map(|(k, times, seed, vary, extra)| {
                 let mut out = String::new();
-                for copy in 0..times {
+                let mut last = 0;
+                for copy in 0..=times {
+                    if copy == times {
+                        last = out.len();
+                    }
                     let mut x = seed | 1;
                     for t in 0..k {
                         x ^= x << 13;
@@ -981,9 +1010,13 @@ mod tests {
                         out.push(if t % 11 == 10 { '\n' } else { ' ' });
                     }
                 }
+                let mut end = last + (out.len() - last) * extra / 1000;
+                while !out.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.truncate(end);
                 out
-            },
-        );
+            });
         // Short loops of variant spellings only.
         let spelled = (1..4usize, 10..40usize, any::<u64>()).prop_map(|(k, times, seed)| {
             let mut out = String::new();
@@ -1022,12 +1055,19 @@ mod tests {
         small.words.long_max_period = 300;
         small.words.ignore_trailing_punctuation = false;
         small.words.split_cjk = false;
+        // Long tails need fewer matches than any other loop: the sieve
+        // must flag for them.
+        let mut tail = ClampConfig::default();
+        tail.words.min_run = 60;
+        tail.words.long_max_period = 120;
+        tail.words.tail_last_copy_percent = 1;
         vec![
             ClampConfig::default(),
             ClampConfig::seed_compat(),
             short,
             eager,
             small,
+            tail,
         ]
     }
 
@@ -1044,6 +1084,40 @@ mod tests {
                 prop_assert_eq!(sieved(&text, &config), plain(&text, &config));
             }
         }
+    }
+
+    /// Long tails at the end of the text, every unit length around the
+    /// shortest long period and every cut of the last copy, with words
+    /// that keep the last, cut-off token quiet (so a region ends on it):
+    /// the sieved scan equals the exact one, and the tail rule fires.
+    #[test]
+    fn long_tails_sieve_like_the_exact_scan() {
+        let filler: String = (0..300).map(|i| format!("f{i} ")).collect();
+        let mut tail = ClampConfig::default();
+        tail.words.min_run = 60;
+        tail.words.long_max_period = 120;
+        tail.words.tail_last_copy_percent = 1;
+        let mut fired = 0;
+        for config in [ClampConfig::default(), tail] {
+            for d in 17..40 {
+                for name in ["línea", "u"] {
+                    let unit: String = (0..d).map(|i| format!("{name}{i} ")).collect();
+                    for times in 1..3 {
+                        for cut in (1..unit.len()).step_by(3) {
+                            let mut cut = cut;
+                            while !unit.is_char_boundary(cut) {
+                                cut -= 1;
+                            }
+                            let text = format!("{filler}{}{}", unit.repeat(times), &unit[..cut]);
+                            let got = sieved(&text, &config);
+                            assert_eq!(got, plain(&text, &config), "{d} {times} {cut}");
+                            fired += usize::from(got.is_some());
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fired > 500, "{fired}");
     }
 
     /// The tokens as the exact detector reads them: split at Unicode

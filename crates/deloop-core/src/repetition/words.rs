@@ -117,6 +117,9 @@ pub(crate) struct Periods {
     pub long_mult: usize,
     /// Percent of the last copy a long loop needs (1–100).
     pub long_pct: usize,
+    /// Percent of the last copy a long loop that reaches the end of the
+    /// text needs (1–100; at or above `long_pct` it adds nothing).
+    pub tail_pct: usize,
 }
 
 impl Periods {
@@ -125,6 +128,19 @@ impl Periods {
     /// `long_mult * d`, at least `d + 1`).
     pub(crate) fn long_need(&self, d: usize) -> usize {
         long_need(self.long_mult, self.long_pct, d)
+    }
+
+    /// Fewest matching tokens, before the text's last token, with which
+    /// a long period `d` can fire: `long_need`, or at the end of the text
+    /// the tail rule's need less one (the last token may be a cut-off
+    /// prefix of its copy, which counts without being equal).
+    pub(crate) fn long_fewest(&self, d: usize) -> usize {
+        let need = self.long_need(d);
+        if self.tail_pct < self.long_pct {
+            need.min(long_need(self.long_mult, self.tail_pct, d) - 1)
+        } else {
+            need
+        }
     }
 }
 
@@ -155,6 +171,7 @@ impl Periods {
             long_max,
             long_mult: w.long_run_per_period.max(1),
             long_pct: w.long_last_copy_percent.clamp(1, 100),
+            tail_pct: w.tail_last_copy_percent.clamp(1, 100),
         }
     }
 }
@@ -199,6 +216,9 @@ pub(crate) struct Words {
     long_max: usize,
     long_mult: usize,
     long_pct: usize,
+    /// The tail rule's percent, applied by [`Words::end_text`] (at or
+    /// above `long_pct`: off).
+    tail_pct: usize,
     ignore_punct: bool,
     split_cjk: bool,
     /// Keys of the connectors, open addressing (a power-of-two size at
@@ -270,6 +290,7 @@ impl Words {
             long_max,
             long_mult,
             long_pct,
+            tail_pct,
         } = Periods::of(config);
         let max_thr = thr[..max_p].iter().copied().max().unwrap_or(1) as usize;
         let need = (max_p + max_thr).max(4 * long_max) + 64;
@@ -296,6 +317,7 @@ impl Words {
             long_max,
             long_mult,
             long_pct,
+            tail_pct,
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
             connector_max_bytes: w
@@ -590,12 +612,71 @@ impl Words {
         }
     }
 
-    /// Ends the text: the token being read becomes final.
+    /// Ends the detector's input at `pos`: the token being read becomes
+    /// final. Behind the sieve a region ends this way mid-text; the end
+    /// of the text itself is [`Words::end_text`].
     pub(crate) fn finish(&mut self, pos: usize, lines: &mut LineCtx<'_>) {
         if self.build.active {
             self.finalize(pos, lines);
         }
         self.partial = None;
+    }
+
+    /// Ends the text at `pos`: [`Words::finish`], then the tail rule.
+    /// A long run that reaches the end fires with `long_run_per_period -
+    /// 1` copies after the first and `tail_pct` percent of one more
+    /// (`long_need` at `tail_pct`). When the text stops inside a token
+    /// that breaks the run but is a prefix of the token it stands for
+    /// (compared on the first [`PREVIEW`] bytes, ASCII case folded), the
+    /// generation was cut off mid-word: the token counts as a match.
+    /// O(1): one run is looked at.
+    pub(crate) fn end_text(&mut self, pos: usize, lines: &mut LineCtx<'_>) {
+        let tail = self.long_max > 0 && self.tail_pct < self.long_pct;
+        let mut cut_off = None;
+        if tail && self.build.active {
+            if let Some(lr) = self.long {
+                let need = long_need(self.long_mult, self.tail_pct, lr.d);
+                let mut run = lr.run;
+                run.len += 1;
+                if !run.accepted
+                    && run.len >= need
+                    && self.j >= lr.d
+                    && self.tok(self.j - lr.d).key != self.build.key(self.ignore_punct)
+                    && self.build_is_prefix_of(self.j - lr.d)
+                    && self.accept_partial(run.start, lr.d, pos, lines)
+                {
+                    cut_off =
+                        Some(self.candidate(Detector::LongPeriod, lr.d, run, Some(&self.build)));
+                }
+            }
+        }
+        self.finish(pos, lines);
+        if let Some(cand) = cut_off {
+            self.offer(cand);
+            return;
+        }
+        if !tail {
+            return;
+        }
+        if let Some(lr) = self.long {
+            let need = long_need(self.long_mult, self.tail_pct, lr.d);
+            if !lr.run.accepted
+                && lr.run.len >= need
+                && self.accept(lr.run.start, lr.d, self.last_end, lines)
+            {
+                let cand = self.candidate(Detector::LongPeriod, lr.d, lr.run, None);
+                self.offer(cand);
+            }
+        }
+    }
+
+    /// The token being read is a prefix of token `t` (its first bytes,
+    /// ASCII case folded; a token longer than the preview never is).
+    fn build_is_prefix_of(&self, t: usize) -> bool {
+        let b = &self.build;
+        let k = self.tok(t);
+        let n = b.plen as usize;
+        !b.ptrunc && n <= k.plen as usize && b.preview[..n].eq_ignore_ascii_case(&k.preview[..n])
     }
 
     #[inline]
