@@ -285,14 +285,15 @@ const GEMMA3_LABELS: (usize, usize, usize) = (60, 1, 3);
 /// Loops the default guard catches: 82 when the set was recorded, 88
 /// since issue 12 §2 (list items cycling with a period of up to 8 items,
 /// lines going round a few values, odd units after a path, a word loop on
-/// one line of a code fence), 89 with the restarted-list rule (a count
-/// from 1 to 20 started again from 2, then from 3). Still missed — SmolLM2: a cycling list of
-/// Wi-Fi standards (no fixed period, tokens from a handful), sentences
-/// with a rising number (five copies, interleaved with another sentence);
-/// Gemma 3: a late cut of steps numbered in words (the near-duplicate
-/// sentence rule starts the loop at the first step), three
-/// question-and-answer pairs cycling (two copies and two thirds; the
-/// long-tail knob `words.long_last_copy_percent = 66` catches it but is
-/// not the default).
+/// one line of a code fence), 91 with three more: a numbered list that
+/// starts again and copies its own items (a count from 1 to 20 started
+/// again from 2, then from 3), codes going round a few values (Wi-Fi
+/// standards cycling with no period), and the long tail at the end of a
+/// text (`words.tail_last_copy_percent = 66`: three question-and-answer
+/// pairs cycling, two copies and two thirds when the token limit stopped
+/// them). Still missed — SmolLM2: sentences with a rising number (five
+/// copies, interleaved with another sentence); Gemma 3: a late cut of
+/// steps numbered in words (the near-duplicate sentence rule starts the
+/// loop at the first step).
 const SMOLLM2_CAUGHT: usize = 32;
-const GEMMA3_CAUGHT: usize = 58;
+const GEMMA3_CAUGHT: usize = 59;
