@@ -25,9 +25,11 @@ use super::{ClampConfig, ClampReport, Detector, StreamCut, StreamWatcher};
 /// * [`GuardedStream::exact`]: bytes a later cut could still remove are
 ///   held back (everything after [`StreamWatcher::settled`]), so the
 ///   forwarded bytes plus the marker are exactly the batch guard's output
-///   on the prefix where it fired. Output then trails input by the guards'
-///   look-back (a few hundred words, or an exempt repetition still going
-///   on).
+///   on the prefix where it fired (mid-stream: as an unfinished text, see
+///   [`StreamWatcher`]; at [`GuardedStream::finish`]: on the whole text,
+///   where the long-tail rule may cut a loop stopped mid-copy). Output then
+///   trails input by the guards' look-back (a few hundred words, or an
+///   exempt repetition still going on).
 ///
 /// Invalid UTF-8 ([`GuardedStream::push_bytes`]): refused with the offset
 /// of the first invalid byte ([`InvalidUtf8`]), unless the stream is
@@ -240,8 +242,10 @@ impl GuardedStream {
     }
 
     /// Ends the stream: the guard's last verdict (it may still fire on the
-    /// final word), and whatever was held back. Fails only for a strict
-    /// byte stream that ends inside a UTF-8 sequence.
+    /// final word, or by the long-tail rule on a loop stopped mid-copy:
+    /// [`StreamWatcher::finish`]), and whatever was held back up to the
+    /// cut. Fails only for a strict byte stream that ends inside a UTF-8
+    /// sequence.
     pub fn finish(&mut self) -> Result<Forward<'_>, InvalidUtf8> {
         if self.cut.is_some() || self.finished {
             return Ok(self.nothing());

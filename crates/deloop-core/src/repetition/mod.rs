@@ -284,6 +284,21 @@ pub struct StreamCut {
 /// Watches a stream chunk by chunk and reports the first prefix on which
 /// [`clamp`] would fire, with the cut [`clamp`] gives on that prefix.
 ///
+/// Precisely, three invariants (property tests state each):
+/// 1. **Mid-stream** ([`StreamWatcher::feed`]) the watcher cuts at the
+///    first prefix on which the batch guard fires *as an unfinished
+///    text*: [`clamp`] of that prefix with
+///    `words.tail_last_copy_percent = 100`. The long-tail rule applies
+///    only where a text ends, and mid-stream the watcher cannot know that
+///    the text ends.
+/// 2. **At the end** ([`StreamWatcher::finish`]), when nothing was cut
+///    before, its verdict is [`clamp`] of the whole stream (the tail rule
+///    included: a long loop stopped mid-copy by a token limit is cut
+///    here, `detected_at` is then the stream's length).
+/// 3. The [`StreamWatcher::settled`] prefix is never cut, at `finish()`
+///    either: a tail cut keeps the text up to the end of the run's first
+///    copy, which a run in progress already holds back.
+///
 /// It runs the batch guards' own incremental engine, so work is O(1)
 /// amortised per character (O(P) for the fixed period bound P) and memory
 /// is bounded by the configuration, not by the stream. Invalid UTF-8 bytes
@@ -364,8 +379,9 @@ impl StreamWatcher {
 
     /// Feeds raw bytes as they arrive (chunks may split words and UTF-8
     /// sequences). Returns `Some(cut)` the first time the batch guard would
-    /// fire on the prefix seen so far, and `None` otherwise (and always
-    /// after the first cut).
+    /// fire on the prefix seen so far as an unfinished text (the tail rule
+    /// waits for [`StreamWatcher::finish`]), and `None` otherwise (and
+    /// always after the first cut).
     pub fn feed(&mut self, chunk: &[u8]) -> Option<StreamCut> {
         if self.done {
             return None;
@@ -398,7 +414,25 @@ impl StreamWatcher {
     }
 
     /// Ends the stream: an incomplete UTF-8 sequence counts as U+FFFD and
-    /// the last token becomes final.
+    /// the last token becomes final. Then the long-tail rule applies
+    /// (`words.tail_last_copy_percent`): a long loop that runs to the end
+    /// with two copies and two thirds (by default) is cut, as [`clamp`]
+    /// cuts the whole text. O(1) extra work: one run is looked at.
+    ///
+    /// ```
+    /// use deloop_core::repetition::{clamp, ClampConfig, StreamWatcher};
+    /// let unit = "The committee reviewed the proposal and decided that the budget \
+    ///             should be approved after one more round of comments from the board.";
+    /// let third: Vec<&str> = unit.split_whitespace().take(17).collect();
+    /// let text = format!("Minutes. {unit} {unit} {}", third.join(" "));
+    /// let mut w = StreamWatcher::new(ClampConfig::default());
+    /// for chunk in text.as_bytes().chunks(16) {
+    ///     assert!(w.feed(chunk).is_none()); // mid-stream: not yet
+    /// }
+    /// let cut = w.finish().expect("the text ends inside the third copy");
+    /// let batch = clamp(&text, &ClampConfig::default());
+    /// assert_eq!(format!("{}{}", &text[..cut.keep_bytes], cut.replacement_tail), batch.text);
+    /// ```
     pub fn finish(&mut self) -> Option<StreamCut> {
         if self.done {
             return None;
