@@ -844,10 +844,10 @@ reports (every guard that fired)}.",
                         "description": "Optional guard settings; omit it to use the server's defaults. Either {\"seed_compat\": true} (the seed's exact rules) or any of the tables \"words\", \"substring\", \"healthy\" and \"near\" with the keys of the CLI config file (for example {\"words\": {\"min_run\": 24}, \"substring\": {\"min_copies\": 20}}). Unknown keys are an error.",
                         "properties": {
                             "seed_compat": {"type": "boolean", "description": "Use the seed's exact rules instead of the tables."},
-                            "words": {"type": "object", "description": "The word guard: enabled, min_chars, max_period, min_run, run_per_period, long_max_period, long_run_per_period, long_last_copy_percent, ignore_trailing_punctuation, connectors, marker, rejoin_tokens, split_cjk."},
+                            "words": {"type": "object", "description": "The word guard: enabled, min_chars, max_period, min_run, run_per_period, long_max_period, long_run_per_period, long_last_copy_percent, tail_last_copy_percent, ignore_trailing_punctuation, connectors, marker, rejoin_tokens, split_cjk."},
                             "substring": {"type": "object", "description": "The character-run guard: enabled, min_chars, min_unit, max_unit, min_copies, marker."},
                             "healthy": {"type": "object", "description": "Protections for legitimate repetition (lists, tables, code): enabled and its thresholds."},
-                            "near": {"type": "object", "description": "The near-duplicate guard (counted lists, lines going round a few values, near-duplicate sentences, counters, long units without white space): enabled and its thresholds."}
+                            "near": {"type": "object", "description": "The near-duplicate guard (counted lists, restarted lists, lines going round a few values, codes going round a few values, near-duplicate sentences, counters, long units without white space, blocks repeated in code fences): enabled and its thresholds."}
                         }
                     }
                 },
