@@ -164,7 +164,7 @@ struct Plan {
     line_window: usize,
     line_values: usize,
     line_min: usize,
-    /// The few-codes rule's window in tokens (0: off).
+    /// The few-codes rule's window in tokens (`usize::MAX`: off).
     code_window: usize,
 }
 
@@ -203,8 +203,8 @@ impl Plan {
             line_window: n.line_window.min(LINE_RING),
             line_values: n.line_window_values,
             line_min: n.line_window_min_tokens.max(1),
-            code_window: if n.token_window_values == 0 {
-                0
+            code_window: if n.token_window == 0 || n.token_window_values == 0 {
+                usize::MAX
             } else {
                 n.token_window.min(super::near::TOKEN_WINDOW)
             },
@@ -264,10 +264,10 @@ pub(crate) struct Sieve {
     /// without a hit at that period.
     counter_from: [usize; MASK_W],
     /// First token of the run of marked tokens in a row the last marked
-    /// token ends, and the few-codes rule's restart point (the first
-    /// token a window holding that token can start at).
+    /// token ends, and the token after that one (`usize::MAX` before
+    /// the first).
     marked_from: usize,
-    codes_from: usize,
+    marked_next: usize,
     /// Real lines holding tokens: (first token, start).
     reals: [(usize, usize); LINE_RING],
     nreals: usize,
@@ -415,7 +415,7 @@ impl Sieve {
             streaks: [0; MASK_W],
             counter_from: [0; MASK_W],
             marked_from: 0,
-            codes_from: 0,
+            marked_next: usize::MAX,
             reals: [(0, 0); LINE_RING],
             nreals: 0,
             real_recorded: false,
@@ -462,10 +462,12 @@ impl Sieve {
     /// whose windows start earlier reads again from there).
     fn restart(&self) -> (usize, Option<(u8, usize)>) {
         let mut at = self.counter_restart().min(self.sentence_from);
-        // A few-codes window going on: the last token read is marked.
-        let k = self.nmarked;
-        if self.plan.code_window > 0 && k > 0 && self.marked[(k - 1) % MASK_W].0 + 1 == self.ntok {
-            at = at.min(self.codes_from);
+        // A few-codes window going on (the last token read is marked)
+        // starts at the run's first token or at most `code_window - 1`
+        // tokens before the next one.
+        let w = self.plan.code_window;
+        if w != usize::MAX && self.marked_next == self.ntok {
+            at = at.min(self.real_of(self.marked_from.max(self.ntok.saturating_sub(w))));
         }
         if self.items > 0 {
             at = at.min(self.list_from);
@@ -755,18 +757,12 @@ impl Sieve {
     fn marked_token(&mut self, j: usize, key: u64) {
         let k = self.nmarked;
         // Few codes: a window of `code_window` marked tokens in a row.
-        let w = self.plan.code_window;
-        if w > 0 {
-            if k == 0 || self.marked[(k - 1) % MASK_W].0 + 1 != j {
-                self.marked_from = j;
-            }
-            if j + 1 - self.marked_from >= w {
-                self.hot |= HOT_CODES;
-            } else {
-                self.hot &= !HOT_CODES;
-            }
-            self.codes_from = self.real_of(self.marked_from.max((j + 1).saturating_sub(w)));
+        if self.marked_next != j {
+            self.marked_from = j;
         }
+        self.marked_next = j + 1;
+        let codes = j + 1 - self.marked_from >= self.plan.code_window;
+        self.hot = self.hot & !HOT_CODES | if codes { HOT_CODES } else { 0 };
         let mut hits = 0u32;
         for m in k.saturating_sub(MASK_W)..k {
             let (t, other) = self.marked[m % MASK_W];
