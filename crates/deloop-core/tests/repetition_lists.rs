@@ -554,3 +554,47 @@ fn data_and_changing_codes_pass() {
         assert_eq!(clamp(&text, &config).text, text);
     }
 }
+
+/// Hostile sizes: a count of 100,000 items passes; a list that copies
+/// items more than 256 back is past the rule's reach (documented) and
+/// passes; the same copy 200 items back fires; a stream of codes split
+/// by invalid UTF-8 bytes does not panic and cuts where the batch guard
+/// does on the lossy text.
+#[test]
+fn restarted_lists_and_codes_at_hostile_sizes() {
+    let config = ClampConfig::default();
+    let long: String = (1..=100_000).map(|i| format!("{i}. {i}\n")).collect();
+    assert_eq!(clamp(&long, &config).text, long);
+    let item = |i: usize| format!("{i}. item {i} of the inventory\n");
+    for (n, fires) in [(300, false), (200, true)] {
+        let mut text: String = (1..=n).map(item).collect();
+        text.extend((1..=10).map(item));
+        assert_eq!(clamp(&text, &config).is_clamped(), fires, "{n}");
+    }
+    let mut bytes = b"Standards: ".to_vec();
+    for (i, &k) in [
+        0, 1, 2, 3, 0, 2, 3, 0, 1, 0, 2, 3, 0, 1, 0, 1, 0, 2, 3, 1, 0,
+    ]
+    .iter()
+    .enumerate()
+    {
+        bytes
+            .extend_from_slice(["802.11a, ", "802.11a+, ", "802.11b, ", "802.11g, "][k].as_bytes());
+        if i == 3 {
+            bytes.extend_from_slice(b"\xff\xfe ");
+        }
+    }
+    let lossy = String::from_utf8_lossy(&bytes).into_owned();
+    let batch = clamp(&lossy, &config);
+    assert!(batch.is_clamped());
+    let mut w = deloop_core::repetition::StreamWatcher::new(config);
+    let mut cut = None;
+    for chunk in bytes.chunks(5) {
+        if let Some(c) = w.feed(chunk) {
+            cut = Some(c);
+            break;
+        }
+    }
+    let cut = cut.or_else(|| w.finish()).expect("the stream cuts");
+    assert_eq!(cut.report.detector, Detector::NearDuplicate);
+}

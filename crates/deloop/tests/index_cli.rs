@@ -38,6 +38,29 @@ fn with_docs() -> tempfile::TempDir {
     tmp
 }
 
+/// `search --retrieval vector` for "publishing a new version" returns the
+/// deployment guide first (a paraphrase sharing no word with it), with
+/// no fallback to lexical search.
+fn vector_search_finds_the_paraphrase(dir: &Path) {
+    let out = deloop_ok(
+        dir,
+        &[
+            "search",
+            "--json",
+            "--retrieval",
+            "vector",
+            "--k",
+            "1",
+            "publishing a new version",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["retrieval_used"], "vector", "{v}");
+    assert!(v["fallback_reason"].is_null(), "{v}");
+    let source = v["hits"][0]["source"].as_str().unwrap_or_default();
+    assert!(source.ends_with("deploy.md"), "{v}");
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -162,25 +185,7 @@ fn hybrid_search_with_minilm_and_batch_json() {
     assert_eq!(stats["embedder"], "minilm:all-MiniLM-L6-v2");
 
     // Vector search finds a paraphrase with no shared word.
-    let out = deloop_ok(
-        tmp.path(),
-        &[
-            "search",
-            "--json",
-            "--retrieval",
-            "vector",
-            "--k",
-            "1",
-            "publishing a new version",
-        ],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["retrieval_used"], "vector");
-    assert!(v["fallback_reason"].is_null());
-    assert!(v["hits"][0]["source"]
-        .as_str()
-        .unwrap()
-        .ends_with("deploy.md"));
+    vector_search_finds_the_paraphrase(tmp.path());
 
     let out = deloop(tmp.path(), &["search", "--json", "forgot my password"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -452,25 +457,7 @@ fn onnx_index_refuses_another_embedder_until_reindexed() {
     assert!(id.starts_with("minilm-onnx-int8:"), "{id}");
 
     // Vector search embeds the query with the same embedder.
-    let out = deloop_ok(
-        tmp.path(),
-        &[
-            "search",
-            "--json",
-            "--retrieval",
-            "vector",
-            "--k",
-            "1",
-            "publishing a new version",
-        ],
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["retrieval_used"], "vector", "{v}");
-    assert!(v["fallback_reason"].is_null(), "{v}");
-    assert!(v["hits"][0]["source"]
-        .as_str()
-        .unwrap()
-        .ends_with("deploy.md"));
+    vector_search_finds_the_paraphrase(tmp.path());
 
     let out = deloop(tmp.path(), &["index", "--embedder", "minilm", "docs"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));

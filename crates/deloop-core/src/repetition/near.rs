@@ -1082,9 +1082,10 @@ impl Near {
                     break;
                 }
                 if key == whole {
-                    let j = at - 1;
-                    if k - j <= LIST_BACK && k > 0 {
-                        self.copy_d = k - j;
+                    // Entries are items of this list before `k`.
+                    let d = k.saturating_sub(at - 1);
+                    if (1..=LIST_BACK).contains(&d) {
+                        self.copy_d = d;
                         let prev = self.items[(k - 1) % ITEM_RING];
                         self.copy = Run {
                             len: 1,
