@@ -489,7 +489,15 @@ fn lists_that_go_on_or_differ_pass() {
     let five = format!("Fruits:\n{}{}", numbered(&items), numbered(&items[..5]));
     let other = ["Pear", "Plum", "Kiwi", "Lime", "Date", "Fig"];
     let differ = format!("Fruits:\n{}{}", numbered(&items), numbered(&other));
-    for text in [on, two, five, differ] {
+    // The same sub-steps under each parent item: not the items right
+    // before them said again.
+    let steps = ["Build", "Test", "Package", "Upload", "Migrate", "Notify"];
+    let nested = ["dev", "staging", "production"]
+        .iter()
+        .enumerate()
+        .map(|(i, env)| format!("{}. Deploy to {env}\n{}", i + 1, numbered(&steps)))
+        .collect::<String>();
+    for text in [on, two, five, differ, nested] {
         assert_eq!(clamp(&text, &config).text, text);
     }
     // Off: `near.list_copy_items = 0`.
@@ -549,15 +557,18 @@ fn data_and_changing_codes_pass() {
         .iter()
         .map(|&i| format!("{} and ", ["802.11a", "802.11g", "802.11b", "802.11n"][i]))
         .collect();
-    for body in [hex, versions, ids, bits, words] {
+    // A chord chart said four times has a fixed period: the word guard's
+    // thresholds judge it, and four copies of four chords pass.
+    let chords = "Am7 D7 Gmaj7 Cmaj7 ".repeat(4);
+    for body in [hex, versions, ids, bits, words, chords] {
         let text = format!("Values: {body}");
         assert_eq!(clamp(&text, &config).text, text);
     }
 }
 
-/// Hostile sizes: a count of 100,000 items passes; a list that copies
-/// items more than 256 back is past the rule's reach (documented) and
-/// passes; the same copy 200 items back fires; a stream of codes split
+/// Hostile sizes: a count of 100,000 items passes; a list of 300 items
+/// said again whole is past the rule's reach of 256 items (documented)
+/// and passes, one of 200 fires; a stream of codes split
 /// by invalid UTF-8 bytes does not panic and cuts where the batch guard
 /// does on the lossy text.
 #[test]
@@ -568,7 +579,7 @@ fn restarted_lists_and_codes_at_hostile_sizes() {
     let item = |i: usize| format!("{i}. item {i} of the inventory\n");
     for (n, fires) in [(300, false), (200, true)] {
         let mut text: String = (1..=n).map(item).collect();
-        text.extend((1..=10).map(item));
+        text.extend((1..=n).map(item));
         assert_eq!(clamp(&text, &config).is_clamped(), fires, "{n}");
     }
     let mut bytes = b"Standards: ".to_vec();

@@ -353,8 +353,8 @@ impl ClampConfig {
             "words.long_run_per_period",
             w.long_run_per_period,
             1,
-            usize::MAX,
-            "at least one copy",
+            1000,
+            "1 to 1000 copies",
         );
         check(
             "words.long_last_copy_percent",

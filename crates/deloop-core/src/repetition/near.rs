@@ -4,7 +4,7 @@
 //! It reads the text once, character by character, and splits it into
 //! tokens (white space; each CJK character is a token) and *segments*
 //! (lines, sentences ending in `. ! ? 。 ！ ？`, and the JSON escape `\n`
-//! written as backslash-n). Six rules, each with its own thresholds
+//! written as backslash-n). Eight rules, each with its own thresholds
 //! ([`super::NearConfig`]); the first that completes fires:
 //!
 //! * **counted list items**: list items (`51.`, `9)`) whose bodies are
@@ -12,6 +12,14 @@
 //!   (period 1 to 8 items, `3p + 1` items for period `p`, so two items
 //!   alternating and weekdays cycling count), or `empty_items` empty
 //!   markers (`76.`, `77.`, …);
+//! * **restarted lists**: the last `d` items of a list (1 ≤ `d` ≤ 256)
+//!   said again whole, marker and body, right after themselves, at least
+//!   `list_copy_items` of them (`… 20. 20 / 2. 2 / 3. 3 … 20. 20`);
+//! * **codes going round a few values**: `token_window` tokens in a row,
+//!   each with a digit and a letter, holding at most
+//!   `token_window_values` different ones, each twice, one with a letter
+//!   that is not a hex digit, and no fixed period (`802.11a, 802.11b,
+//!   802.11g, 802.11a, …`);
 //! * **lines going round a few values**: `line_window` lines in a row
 //!   outside fences and tables holding at most `line_window_values`
 //!   different lines (a list marker set aside), each at least twice, one
@@ -57,7 +65,8 @@
 //! the step can change only: the token's keys ([`Key`] packs case-folded
 //! ASCII bytes eight to a word, so a word and its bytes one by one give
 //! the same key; the masked key equals the raw one until the first digit,
-//! and plain bytes hold none), its letter count, marker shape and last
+//! and plain bytes hold none), its letter count and whether a letter is
+//! not a hex digit, marker shape and last
 //! character, the line's preview, and the run of non-white-space, which
 //! below [`CHAIN_START`] characters only stores its characters. Those are
 //! written to the ring lazily ([`Near::materialize`]: before any
@@ -275,11 +284,15 @@ pub(crate) struct Near {
     // the item's index (+1; 0 is empty), and the copy being read: its
     // distance in items, items copied in a row, start and keep.
     list_keys: Vec<u64>,
-    list_table: Vec<(u64, usize)>,
+    list_table: Vec<(u64, u32, u32)>,
     copy_d: usize,
     copy: Run,
-    /// The table holds entries.
+    /// The table holds entries of this generation (`list_gen`); a new
+    /// list starts a new generation instead of clearing the table.
     list_used: bool,
+    list_gen: u32,
+    /// Entries of this generation.
+    list_count: usize,
     // Lines going round a few values: the last lines in a row outside
     // fences and tables (key, tokens, start, end).
     line_ring: [(u64, usize, usize, usize, bool); ITEM_RING],
@@ -347,10 +360,12 @@ impl Near {
             nitems: 0,
             item_runs: [Run::default(); ITEM_W],
             list_keys: vec![0; LIST_BACK],
-            list_table: vec![(0, 0); LIST_TABLE],
+            list_table: vec![(0, 0, 0); LIST_TABLE],
             copy_d: 0,
             copy: Run::default(),
             list_used: false,
+            list_gen: 1,
+            list_count: 0,
             line_ring: [(0, 0, 0, 0, false); ITEM_RING],
             nlines: 0,
             prev: [Seg::default(), Seg::default()],
@@ -598,11 +613,9 @@ impl Near {
         }
         // A few-codes window firing later starts at one of the last
         // `token_window - 1` codes in a row, or later.
-        if self.code_run > 0 && self.cfg.token_window > 0 {
-            let back = self
-                .code_run
-                .min(self.cfg.token_window.min(TOKEN_WINDOW) - 1)
-                .max(1);
+        let w = self.cfg.token_window.min(TOKEN_WINDOW);
+        if self.code_run > 0 && w >= 2 {
+            let back = self.code_run.min(w - 1);
             let first = self.ntok - back;
             bound = bound.min(self.toks[first % TOK_RING].start);
         }
@@ -844,7 +857,8 @@ impl Near {
         }
         if tok.digits && tok.letter {
             self.code_run += 1;
-            if self.code_run >= self.cfg.token_window.max(1) && self.cfg.token_window > 0 {
+            let w = self.cfg.token_window.min(TOKEN_WINDOW);
+            if w >= 2 && self.code_run >= w {
                 self.few_tokens(j);
                 if self.best.is_some() {
                     return;
@@ -919,7 +933,7 @@ impl Near {
     /// Token `j` was just read.
     fn few_tokens(&mut self, j: usize) {
         let w = self.cfg.token_window.min(TOKEN_WINDOW);
-        if w == 0 || j + 1 < w {
+        if w < 2 || j + 1 < w {
             return;
         }
         let mut seen = [(0u64, 0usize); TOKEN_WINDOW];
@@ -943,6 +957,16 @@ impl Near {
         }
         // Hex dumps (`0x00 0x1f 0x00 …`, `1f 00 a3`) are data.
         if !non_hex || seen[..nseen].iter().any(|&(_, c)| c < 2) {
+            return;
+        }
+        // A window with a fixed period (`Am7 D7 Gmaj7 Cmaj7` four times)
+        // is the word guard's to judge, with its own thresholds.
+        let first = j + 1 - w;
+        let periodic = (1..=nseen).any(|p| {
+            (first + p..=j)
+                .all(|t| self.toks[t % TOK_RING].raw == self.toks[(t - p) % TOK_RING].raw)
+        });
+        if periodic {
             return;
         }
         let start = self.toks[(j + 1 - w) % TOK_RING].start;
@@ -1043,8 +1067,13 @@ impl Near {
     /// The list going on ends (a line without a list marker).
     fn end_list(&mut self) {
         if self.list_used {
-            self.list_table.fill((0, 0));
+            self.list_gen = self.list_gen.wrapping_add(1);
+            if self.list_gen == 0 {
+                self.list_table.fill((0, 0, 0));
+                self.list_gen = 1;
+            }
             self.list_used = false;
+            self.list_count = 0;
         }
         self.nitems = 0;
         self.item_runs = [Run::default(); ITEM_W];
@@ -1052,13 +1081,18 @@ impl Near {
     }
 
     /// A restarted list: item `k` of the list going on, whole (marker
-    /// and body), equal to an earlier item of the same list, and each of
-    /// the `list_copy_items` items read last equal to the item the same
-    /// distance back (`… 19. 19 / 20. 20 / 2. 2 / 3. 3 …`: the count
-    /// starts again and copies itself). Numbered items come back whole
-    /// only when the numbering went back, so a list that goes on counting
-    /// never matches. The loop starts at the copy's first item; the cut
-    /// keeps the text before it. True when it fires.
+    /// and body), equal to an earlier item of the same list, and the
+    /// items since then copied in order: the last `d` items come again,
+    /// whole, right after themselves (`… 19. 19 / 20. 20 / 2. 2 / 3. 3
+    /// … 20. 20`: a count that starts again and copies itself; or the
+    /// whole list again under its old numbers). It fires once the copy
+    /// holds all `d` items and at least `list_copy_items`. Numbered items
+    /// come back whole only when the numbering went back, so a list that
+    /// keeps counting never matches; the same sub-steps under two parent
+    /// items (`1. dev / 1. build … / 2. staging / 1. build …`) are not a
+    /// copy of the items right before them. The loop starts at the
+    /// copy's first item; the cut keeps the text before it. True when it
+    /// fires.
     fn list_copy(&mut self, seg: &Line, k: usize) -> bool {
         let need = self.cfg.list_copy_items;
         if need == 0 {
@@ -1070,6 +1104,7 @@ impl Near {
             && k >= d
             && d <= LIST_BACK
             && self.list_keys[(k - d) % LIST_BACK] == whole;
+        let gen = self.list_gen;
         if goes_on {
             self.copy.len += 1;
         } else {
@@ -1077,13 +1112,13 @@ impl Near {
             // The latest earlier item with this whole key, if any.
             let mut slot = (whole as usize) % LIST_TABLE;
             for _ in 0..LIST_TABLE {
-                let (key, at) = self.list_table[slot];
-                if at == 0 {
+                let (key, at, g) = self.list_table[slot];
+                if at == 0 || g != gen {
                     break;
                 }
                 if key == whole {
                     // Entries are items of this list before `k`.
-                    let d = k.saturating_sub(at - 1);
+                    let d = k.saturating_sub(at as usize - 1);
                     if (1..=LIST_BACK).contains(&d) {
                         self.copy_d = d;
                         let prev = self.items[(k - 1) % ITEM_RING];
@@ -1098,27 +1133,27 @@ impl Near {
                 slot = (slot + 1) % LIST_TABLE;
             }
         }
-        // Record item k: the table keeps each key's latest index (a list
-        // longer than the table can hold keys only its first part).
+        // Record item k: the table keeps each key's latest index, for the
+        // first `LIST_BACK` different items of the list.
         self.list_keys[k % LIST_BACK] = whole;
         self.list_used = true;
         let mut slot = (whole as usize) % LIST_TABLE;
         for _ in 0..LIST_TABLE {
-            let (key, at) = self.list_table[slot];
-            if at == 0 && k < LIST_TABLE - LIST_BACK {
-                self.list_table[slot] = (whole, k + 1);
+            let (key, at, g) = self.list_table[slot];
+            if at == 0 || g != gen {
+                if self.list_count < LIST_BACK {
+                    self.list_table[slot] = (whole, k as u32 + 1, gen);
+                    self.list_count += 1;
+                }
                 break;
             }
-            if at != 0 && key == whole {
-                self.list_table[slot].1 = k + 1;
-                break;
-            }
-            if at == 0 {
+            if key == whole {
+                self.list_table[slot].1 = k as u32 + 1;
                 break;
             }
             slot = (slot + 1) % LIST_TABLE;
         }
-        if self.copy.len >= need {
+        if self.copy.len >= need.max(self.copy_d) {
             let r = self.copy;
             self.fire(
                 Detector::NearDuplicate,

@@ -66,6 +66,10 @@
 //!   unit rule ignores shingles of earlier runs of non-white-space, so a
 //!   run that cannot fire leaves nothing behind.
 //! * **Code blocks** need lines inside a fence: the sieve flags them all.
+//! * **Codes going round a few values** need `token_window` tokens in a
+//!   row, each with a digit: the sieve follows the run of marked tokens
+//!   in a row (counter tokens, so fences and table rows are skipped as
+//!   [`Near`] skips them) and flags while it is that long.
 //!
 //! Lines inside fences and table rows are skipped by the counter,
 //! sentence and list rules, and by the sieve in the same way.
@@ -74,7 +78,7 @@
 //!
 //! A fresh detector started at the start of a line (just after a newline)
 //! has the state of one that read the whole text once it has read past
-//! three points, one per rule:
+//! four points, one per rule:
 //! * counters: for each period `p`, 8 tokens before the last marked
 //!   token without a hit at `p` (a run at `p` that fires later starts
 //!   after it), or 8 tokens back after a stretch of 8 unmarked tokens (a
@@ -83,7 +87,10 @@
 //!   no near-duplicate at distance 1 or 2 (every run is then 0, and the
 //!   two segments a comparison reads are read again);
 //! * lists: the first item of the list going on (a line without a list
-//!   marker empties the list state).
+//!   marker empties the list state);
+//! * codes: while the last token read is marked, the later of the run's
+//!   first token and the token `token_window - 1` back (a window that
+//!   fires there or later starts at or after it).
 //!
 //! Before those points the fresh detector's runs are never longer than
 //! the whole-text detector's (it saw less), so it cannot fire where the
@@ -114,7 +121,7 @@
 //! The property tests compare this scan (batch and stream, any chunking,
 //! invalid bytes) with [`Near`] reading every character, on generated
 //! texts with loops of every rule one copy short of firing or firing,
-//! under four configurations; twenty deliberate mistakes (thresholds one
+//! under five configurations; twenty deliberate mistakes (thresholds one
 //! off, restart points too late, no continuation, the skim's hand-over
 //! and dot rules, the stream's unread rest) each make them fail; so do
 //! a few-lines window recorded 3 lines late and a detector that does not
@@ -203,7 +210,7 @@ impl Plan {
             line_window: n.line_window.min(LINE_RING),
             line_values: n.line_window_values,
             line_min: n.line_window_min_tokens.max(1),
-            code_window: if n.token_window == 0 || n.token_window_values == 0 {
+            code_window: if n.token_window < 2 || n.token_window_values == 0 {
                 usize::MAX
             } else {
                 n.token_window.min(super::near::TOKEN_WINDOW)
@@ -1799,7 +1806,7 @@ mod tests {
     /// Counted list items, empty markers, counters, long units, code
     /// blocks, tables: the other rules, often one copy short of firing.
     fn shapes() -> impl Strategy<Value = String> {
-        (0..17usize, 1..24usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
+        (0..18usize, 1..24usize, 0..90usize, 1..9usize).prop_map(|(kind, n, k0, p)| {
             let mut out = String::new();
             for k in k0..k0 + n {
                 match kind {
@@ -1864,6 +1871,13 @@ mod tests {
                         // (line starts) fall inside a run.
                         out.push(if (k + k0) % 3 == 0 { '\n' } else { ' ' });
                     }
+                    // The same, one code per line, each a sentence: the
+                    // window spans many lines and segments.
+                    16 => {
+                        let codes = ["802.11a", "802.11b", "802.11g", "5GHz", "802.11n"];
+                        out.push_str(codes[(k * k + k0) % (p % 5 + 1)]);
+                        out.push_str(".\n");
+                    }
                     // A unit of exactly `p + 8` characters, `n` times.
                     _ => {
                         let unit: String = (0..p + 8)
@@ -1883,6 +1897,23 @@ mod tests {
     fn text() -> impl Strategy<Value = String> {
         let piece = prop_oneof![4 => prose(), 3 => sentences(), 3 => shapes()];
         prop::collection::vec(piece, 1..24).prop_map(|v| v.concat())
+    }
+
+    /// Codes whose last value was last seen 9 or more tokens back: every
+    /// counter period misses at the flagged token, so the counter rule's
+    /// restart point is 8 tokens back while the window starts 15 back;
+    /// only the few-codes restart point lets the region see the window
+    /// (a restart at the later point fails this test).
+    #[test]
+    fn a_codes_window_older_than_the_counter_restart_is_seen() {
+        let [a, b, c, d] = ["802.11a.\n", "802.11b.\n", "802.11g.\n", "5GHz.\n"];
+        let codes = [a, d, b, d, c, a, b, c, a, a, b, c, b, a, c, d];
+        let text = format!("Standards:\n{}", codes.concat());
+        for config in configs() {
+            assert_eq!(scan(&text, &config), exact(&text, &config));
+        }
+        let only = configs().pop().expect("the few-codes configuration");
+        assert!(exact(&text, &only).is_some());
     }
 
     /// The default, and thresholds low enough that the sieve flags often

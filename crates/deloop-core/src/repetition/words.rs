@@ -169,7 +169,7 @@ impl Periods {
             max_p,
             thr,
             long_max,
-            long_mult: w.long_run_per_period.max(1),
+            long_mult: w.long_run_per_period.clamp(1, 1000),
             long_pct: w.long_last_copy_percent.clamp(1, 100),
             tail_pct: w.tail_last_copy_percent.clamp(1, 100),
         }
