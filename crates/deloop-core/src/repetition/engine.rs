@@ -574,9 +574,7 @@ mod tests {
             let mut x = seed | 1;
             let mut out = String::new();
             for _ in 0..n {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::repetition::test_cases::xorshift(&mut x);
                 let w = [
                     "alpha", "Beta", "gamma,", "délta", "eps", "zeta.", "éta", "θeta", "高", "io",
                 ][(x % 10) as usize];
@@ -653,9 +651,7 @@ mod tests {
                 let mut x = seed | 1;
                 let mut out = String::new();
                 for _ in 0..n {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    crate::repetition::test_cases::xorshift(&mut x);
                     out.push_str(&format!("f{} ", x % 100_000));
                 }
                 let unit: String = (0..k)
@@ -759,24 +755,13 @@ mod tests {
         #[test]
         fn settled_prefix_is_never_cut(text in long_text(), size in 1..300usize) {
             for config in configs() {
-                let mut w = StreamWatcher::new(config.clone());
-                let mut seen = Vec::new();
-                let mut cut = None;
-                for chunk in text.as_bytes().chunks(size) {
-                    if let Some(c) = w.feed(chunk) {
-                        cut = Some(c);
-                        break;
-                    }
-                    let s = w.settled();
-                    prop_assert!(s <= w.position());
+                let (seen, cut, _) = watch_settled(&text, size, &config);
+                for &(s, position) in &seen {
+                    prop_assert!(s <= position);
                     prop_assert!(text.is_char_boundary(s));
-                    seen.push(s);
-                }
-                if cut.is_none() {
-                    cut = w.finish();
                 }
                 if let Some(c) = cut {
-                    for s in seen {
+                    for (s, _) in seen {
                         prop_assert!(s <= c.keep_bytes, "settled {} > cut {}", s, c.keep_bytes);
                     }
                 }
@@ -793,20 +778,7 @@ mod tests {
         prop_assert_eq!(w.as_ref().map(key), rw.as_ref().map(key));
         prop_assert_eq!(s.as_ref().map(key), rs.as_ref().map(key));
         let expected = reference_stream(text, config);
-        let mut watcher = StreamWatcher::new(config.clone());
-        let mut seen = Vec::new();
-        let mut cut = None;
-        for chunk in text.as_bytes().chunks(size) {
-            if let Some(c) = watcher.feed(chunk) {
-                cut = Some(c);
-                break;
-            }
-            seen.push(watcher.settled());
-        }
-        let at_end = cut.is_none();
-        if at_end {
-            cut = watcher.finish();
-        }
+        let (seen, cut, at_end) = watch_settled(text, size, config);
         match (&expected, &cut) {
             (None, None) => {}
             (Some((at, c)), Some(cut)) => {
@@ -823,11 +795,34 @@ mod tests {
             );
         }
         if let Some(c) = cut {
-            for s in seen {
+            for (s, _) in seen {
                 prop_assert!(s <= c.keep_bytes, "settled {} > cut {}", s, c.keep_bytes);
             }
         }
         Ok(())
+    }
+
+    /// Feeds `text` to a watcher in chunks of `size` bytes: `settled()`
+    /// and `position()` after each chunk that did not cut, the cut (from
+    /// `feed`, else from `finish`), and whether it came from `finish`.
+    fn watch_settled(
+        text: &str,
+        size: usize,
+        config: &ClampConfig,
+    ) -> (
+        Vec<(usize, usize)>,
+        Option<crate::repetition::StreamCut>,
+        bool,
+    ) {
+        let mut watcher = StreamWatcher::new(config.clone());
+        let mut seen = Vec::new();
+        for chunk in text.as_bytes().chunks(size) {
+            if let Some(c) = watcher.feed(chunk) {
+                return (seen, Some(c), false);
+            }
+            seen.push((watcher.settled(), watcher.position()));
+        }
+        (seen, watcher.finish(), true)
     }
 
     proptest! {

@@ -1775,9 +1775,7 @@ mod tests {
                         _ => len + (c * spread) % 3,
                     };
                     for t in 0..n {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        crate::repetition::test_cases::xorshift(&mut x);
                         let w = match how {
                             // Near-duplicates: one word changes (or
                             // only the length does).
@@ -2148,9 +2146,7 @@ mod stream_tests {
         let mut text = String::new();
         let mut x = 12345u64;
         while text.len() <= STREAM_CAP + 64 * 1024 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::repetition::test_cases::xorshift(&mut x);
             let n = 1 + (x % 3) as usize;
             for k in 0..n {
                 text.push_str(syllables[((x >> (8 * k)) % 8) as usize]);

@@ -966,9 +966,7 @@ mod tests {
             let mut x = seed | 1;
             let mut out = String::new();
             for _ in 0..n {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::repetition::test_cases::xorshift(&mut x);
                 match x % 16 {
                     0 => out.push_str("the "),
                     1 => out.push_str("of "),
@@ -997,9 +995,7 @@ mod tests {
                     }
                     let mut x = seed | 1;
                     for t in 0..k {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        crate::repetition::test_cases::xorshift(&mut x);
                         let v = VARIANTS[(x >> 8) as usize % VARIANTS.len()];
                         if x % 3 == 0 {
                             let pick = if vary { (copy + t) % v.len() } else { 0 };
