@@ -56,6 +56,8 @@ pub const ENV_VARS: &[&str] = &[
     "DELOOP_HYDE",
     "DELOOP_HYDE_QUERY_VECTOR",
     "DELOOP_HYDE_FUSED_WEIGHT",
+    "DELOOP_HYDE_AGREEMENT_POWER",
+    "DELOOP_PROGRESS_INTERVAL",
     "DELOOP_STREAM",
     "DELOOP_LLM_TIMEOUT",
 ];
@@ -468,6 +470,31 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// `env_snapshot` reads only the variables of [`ENV_VARS`], so a
+    /// variable read here but missing from the list is silently ignored
+    /// in the process environment (`DELOOP_HYDE_AGREEMENT_POWER` was).
+    #[test]
+    fn every_variable_read_is_listed() {
+        let source = include_str!("lib.rs");
+        let mut read = Vec::new();
+        for piece in source.split("get(\"").skip(1) {
+            let name: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            if name.starts_with("DELOOP_") && piece[name.len()..].starts_with("\")") {
+                read.push(name);
+            }
+        }
+        assert!(read.len() >= 10, "{read:?}");
+        for name in read {
+            assert!(
+                ENV_VARS.contains(&name.as_str()),
+                "{name} is not in ENV_VARS"
+            );
+        }
+    }
+
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
             .iter()
@@ -581,6 +608,16 @@ mod tests {
         assert!(
             err.to_string().contains("DELOOP_HYDE_FUSED_WEIGHT"),
             "{err}"
+        );
+        let err = Config::load_with(
+            None,
+            &env(&[("DELOOP_HYDE_AGREEMENT_POWER", "cubed")]),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "DELOOP_HYDE_AGREEMENT_POWER=\"cubed\" is not a number (the exponent of the HyDE agreement)"
         );
         let err =
             Config::load_with(None, &env(&[("DELOOP_LLM_PROVIDER", "x")]), dir.path()).unwrap_err();
