@@ -325,6 +325,20 @@ fn parse_bool(var: &'static str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
+/// A number from environment variable `var`; `expected` names what it
+/// must be in the error.
+fn parse_number<T: std::str::FromStr>(
+    var: &'static str,
+    v: &str,
+    expected: &'static str,
+) -> Result<T, ConfigError> {
+    v.parse().map_err(|_| ConfigError::Env {
+        var,
+        value: v.to_owned(),
+        expected,
+    })
+}
+
 impl Config {
     /// Loads the file (`explicit`, else `$DELOOP_CONFIG`, else
     /// `./deloop.toml` if present) and applies the process environment.
@@ -410,28 +424,25 @@ impl Config {
             self.oracle.hyde_query_vector = v.to_string();
         }
         if let Some(v) = get("DELOOP_HYDE_FUSED_WEIGHT") {
-            self.oracle.hyde_fused_weight = v.parse().map_err(|_| ConfigError::Env {
-                var: "DELOOP_HYDE_FUSED_WEIGHT",
-                value: v.to_owned(),
-                expected: "a number (the weight of the HyDE ranking)",
-            })?;
+            self.oracle.hyde_fused_weight = parse_number(
+                "DELOOP_HYDE_FUSED_WEIGHT",
+                v,
+                "a number (the weight of the HyDE ranking)",
+            )?;
         }
         if let Some(v) = get("DELOOP_HYDE_AGREEMENT_POWER") {
-            self.oracle.hyde_agreement_power = v.parse().map_err(|_| ConfigError::Env {
-                var: "DELOOP_HYDE_AGREEMENT_POWER",
-                value: v.to_owned(),
-                expected: "a number (the exponent of the HyDE agreement)",
-            })?;
+            self.oracle.hyde_agreement_power = parse_number(
+                "DELOOP_HYDE_AGREEMENT_POWER",
+                v,
+                "a number (the exponent of the HyDE agreement)",
+            )?;
         }
         if let Some(v) = get("DELOOP_STREAM") {
             self.oracle.stream = parse_bool("DELOOP_STREAM", v)?;
         }
         if let Some(v) = get("DELOOP_LLM_TIMEOUT") {
-            self.oracle.timeout_secs = v.parse().map_err(|_| ConfigError::Env {
-                var: "DELOOP_LLM_TIMEOUT",
-                value: v.to_owned(),
-                expected: "a whole number of seconds",
-            })?;
+            self.oracle.timeout_secs =
+                parse_number("DELOOP_LLM_TIMEOUT", v, "a whole number of seconds")?;
         }
         Ok(())
     }
