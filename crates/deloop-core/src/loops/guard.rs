@@ -59,7 +59,7 @@ impl std::hash::Hasher for FastHasher {
 /// `BuildHasher` for [`FastHasher`].
 pub(crate) type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ScopeState {
     agent: Box<str>,
     /// The scope's own history (`default`, `strict`; empty for `openclaw`).
@@ -72,7 +72,7 @@ struct ScopeState {
 
 /// One agent's shared window (`openclaw`): records of every run, each
 /// tagged with its run id.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Session {
     history: VecDeque<Record>,
     last_used: u64,
@@ -81,7 +81,7 @@ struct Session {
 /// What the guard computed about a call, kept by a [`super::replay::Replay`]
 /// so that the call's outcome can be recorded without its arguments (and
 /// pushed as a record of its own when the call has left the window).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CallKey {
     tool: Arc<str>,
     call: Digest,
@@ -90,25 +90,42 @@ pub(crate) struct CallKey {
 }
 
 /// The loop guard. See the [module docs](super) for an example.
-#[derive(Debug)]
+///
+/// A guard serialises (serde) its state only: the profile, configuration,
+/// equivalence rule and caches are not part of it, so a deserialised guard
+/// holds the defaults until [`super::replay::Replay::resume`] gives it its
+/// own (see [`super::replay`] on saving a replay).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Guard {
+    #[serde(skip)]
     profile: Profile,
+    #[serde(skip)]
     config: LoopConfig,
+    #[serde(skip)]
     hasher: OutcomeHasher,
+    #[serde(skip, default = "default_equivalence")]
     equivalence: Box<dyn ArgEquivalence>,
     scopes: HashMap<String, ScopeState, FastBuild>,
     /// Per-agent shared windows (`openclaw` only).
     sessions: HashMap<Box<str>, Session, FastBuild>,
     /// Tool names as written → normalised (bounded; cleared when full), so
     /// recording a call does not allocate its tool name.
+    #[serde(skip)]
     tool_names: HashMap<Box<str>, Arc<str>, FastBuild>,
     /// Run names (bounded; cleared when full: records compare by content).
+    #[serde(skip)]
     run_names: HashMap<Box<str>, Arc<str>, FastBuild>,
     /// Positions of the records in view for the call being judged.
+    #[serde(skip)]
     view: Vec<usize>,
+    #[serde(skip)]
     key_buf: String,
     tick: u64,
     seq: u64,
+}
+
+fn default_equivalence() -> Box<dyn ArgEquivalence> {
+    Box::new(SearchEquivalence)
 }
 
 fn agent_name(agent: Option<&str>) -> &str {
@@ -160,6 +177,15 @@ impl Guard {
     pub fn with_equivalence(mut self, eq: Box<dyn ArgEquivalence>) -> Self {
         self.equivalence = eq;
         self
+    }
+
+    /// Takes `template`'s profile, configuration and equivalence rule (a
+    /// guard restored from its serialised state holds defaults).
+    pub(crate) fn take_configuration(&mut self, template: Guard) {
+        self.profile = template.profile;
+        self.config = template.config;
+        self.hasher = template.hasher;
+        self.equivalence = template.equivalence;
     }
 
     /// The profile.

@@ -25,7 +25,19 @@ use sha2::{Digest as _, Sha256};
 pub const MAX_DEPTH: usize = 256;
 
 /// A 128-bit digest (a truncated SHA-256) of a canonical serialisation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Digest(pub u128);
 
 impl Digest {

@@ -200,7 +200,10 @@ pub struct Scope<'a> {
 
 /// Severity of a verdict: `ok`, `warning` (a loop is forming; the call may
 /// run) or `critical` (do not run the call).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 #[cfg_attr(
     feature = "openapi",
     derive(utoipa::ToSchema),
@@ -230,7 +233,8 @@ impl Level {
 }
 
 /// Which detector produced a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(
     feature = "openapi",
     derive(utoipa::ToSchema),
@@ -288,7 +292,7 @@ impl Detector {
 }
 
 /// The guard's decision about one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// ok, warning or critical.
     pub level: Level,

@@ -43,7 +43,7 @@ pub(crate) fn field<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a Valu
 
 /// What a call's arguments say about how its outcome is hashed; computed
 /// once when the call is seen, so outcomes need not carry the arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) enum CallKind {
     /// Nothing special.
     #[default]

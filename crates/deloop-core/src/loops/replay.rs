@@ -126,7 +126,7 @@ impl Event {
 pub const DEFAULT_MAX_OPEN: usize = 10_000;
 
 /// The verdict of one call of the transcript.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallVerdict {
     /// 0-based index among call events.
     pub index: usize,
@@ -150,7 +150,7 @@ pub enum ReplayError {
     NothingWaiting,
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Slot {
     id: Option<Box<str>>,
     run: Option<Arc<str>>,
@@ -175,7 +175,7 @@ impl Slot {
 }
 
 /// Calls waiting for a result under one id hash (usually one).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Waiters {
     /// The oldest (no allocation for the usual single waiter).
     first: Option<usize>,
@@ -236,11 +236,16 @@ impl Interner {
 }
 
 /// Incremental replay of a transcript through a [`Guard`].
-#[derive(Debug)]
+///
+/// A replay serialises (serde) its state, not its configuration: see
+/// [`Replay::resume`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Replay {
     guard: Guard,
     /// Keep every verdict ([`Replay::new`]) or hand them out ([`Replay::streaming`]).
+    #[serde(skip)]
     retain: bool,
+    #[serde(skip)]
     max_open: usize,
     /// Global index of `slots[0]` / `verdicts[0]`.
     base: usize,
@@ -257,8 +262,14 @@ pub struct Replay {
     forgotten_order: VecDeque<Box<str>>,
     forgotten_calls: usize,
     ignored: usize,
+    #[serde(skip)]
     names: Interner,
+    #[serde(skip, default = "empty_name")]
     empty: Arc<str>,
+}
+
+fn empty_name() -> Arc<str> {
+    Arc::from("")
 }
 
 fn id_hash(id: &str) -> u64 {
@@ -323,6 +334,47 @@ impl Replay {
     pub fn with_max_open(mut self, max_open: usize) -> Self {
         self.max_open = max_open.max(1);
         self
+    }
+
+    /// Continues a saved replay: `saved` is a replay deserialised from what
+    /// [`Replay`]'s `Serialize` wrote, which holds state only; `template` is a
+    /// fresh replay built as the saved one was (same guard profile,
+    /// configuration, equivalence rule, retention and `max_open`), whose
+    /// configuration it takes. The result judges every later event exactly
+    /// as the replay that was saved would have.
+    ///
+    /// ```
+    /// use deloop_core::loops::replay::{Event, Replay};
+    /// use deloop_core::loops::{Guard, Level, LoopConfig, Profile};
+    /// use serde_json::json;
+    ///
+    /// let fresh = || Replay::new(Guard::new(Profile::OpenClaw, LoopConfig::default()));
+    /// let mut r = fresh();
+    /// let read = |i: usize| Event::call(format!("c{i}"), "read", json!({"path": "/a"}));
+    /// let same = |i: usize| Event::result(format!("c{i}"), json!("x"));
+    /// for i in 0..9 {
+    ///     r.push(read(i)).unwrap();
+    ///     r.push(same(i)).unwrap();
+    /// }
+    /// let saved = serde_json::to_string(&r).unwrap();
+    /// let mut r = Replay::resume(fresh(), serde_json::from_str(&saved).unwrap());
+    /// r.push(read(9)).unwrap();
+    /// r.push(same(9)).unwrap();
+    /// r.push(read(10)).unwrap();
+    /// assert_eq!(r.verdict(10).unwrap().verdict.level, Level::Warning);
+    /// ```
+    pub fn resume(template: Replay, saved: Replay) -> Replay {
+        let Replay {
+            guard,
+            retain,
+            max_open,
+            ..
+        } = template;
+        let mut out = saved;
+        out.guard.take_configuration(guard);
+        out.retain = retain;
+        out.max_open = max_open;
+        out
     }
 
     fn slot(&self, index: usize) -> &Slot {

@@ -7,7 +7,7 @@
 use crate::loops::hashing::Digest;
 
 /// Armed window state of one scope.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Window {
     remaining: u32,
     size: u32,

@@ -33,7 +33,7 @@ use super::outcome::CallKind;
 use super::{Detector, Level};
 
 /// What is known about a recorded call's outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum State {
     /// Not answered yet.
     Pending,
@@ -44,7 +44,7 @@ pub(crate) enum State {
 }
 
 /// A normalised outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Done {
     pub hash: Digest,
     pub no_progress: bool,
@@ -54,7 +54,7 @@ pub(crate) struct Done {
 }
 
 /// One call in a scope's history.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Record {
     pub tool: std::sync::Arc<str>,
     /// The run id (trimmed), which filters a shared window (`openclaw`).
