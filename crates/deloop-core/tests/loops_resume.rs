@@ -23,10 +23,10 @@ fn text(t: &str) -> Value {
 /// all happen.
 fn event(kind: u8, a: u8, b: u8) -> Event {
     let agent = (a % 2 == 1).then(|| "helper".to_string());
-    let run = (b % 3 != 0).then(|| format!("r{}", b % 3));
+    let run = (!b.is_multiple_of(3)).then(|| format!("r{}", b % 3));
     match kind {
         0..=3 => Event::Call {
-            id: (a % 5 != 0).then(|| format!("i{}", a % 7)),
+            id: (!a.is_multiple_of(5)).then(|| format!("i{}", a % 7)),
             tool: ["read", "exec", "grep", "process"][usize::from(b % 4)].into(),
             args: match b % 4 {
                 3 => json!({"action": "poll", "sessionId": "s1"}),
@@ -37,7 +37,7 @@ fn event(kind: u8, a: u8, b: u8) -> Event {
             agent,
         },
         4..=6 => Event::Result {
-            id: (b % 4 != 0).then(|| format!("i{}", a % 7)),
+            id: (!b.is_multiple_of(4)).then(|| format!("i{}", a % 7)),
             body: Ok(text(&format!("body {}", a % 3))),
         },
         7 => Event::Result {
