@@ -47,7 +47,7 @@ pub struct ServerSettings {
     pub sessions: SessionSettings,
 }
 
-/// `[server.sessions]`: the in-memory store of live-agent sessions.
+/// `[server.sessions]`: where live-agent sessions live and how they are bounded.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionSettings {
@@ -67,6 +67,32 @@ pub struct SessionSettings {
     /// Calls per session that may wait for their result; the oldest beyond
     /// it is settled as it stands (as `deloop check` does). Default 1024.
     pub max_open_calls: usize,
+    /// Where sessions live: `memory` (this process; the default) or a
+    /// Valkey/Redis URL, `redis://[user[:password]@]host:port[/db]` or
+    /// `rediss://…` for TLS, shared by every replica pointed at it
+    /// (`DELOOP_SESSION_STORE`, `deloop serve --session-store`). The
+    /// password may instead come from `DELOOP_REDIS_PASSWORD`; it is never
+    /// logged.
+    pub store: String,
+    /// Deadline of each Valkey/Redis operation in milliseconds; past it the
+    /// request answers 503 naming the store. Default 2000 (1 to 60000).
+    pub store_timeout_ms: u64,
+    /// Prefix of the Valkey/Redis keys (`<prefix>:{<session hash>}:m`,
+    /// `:l`); no `{` or `}`. Default `deloop`.
+    pub key_prefix: String,
+    /// Events after which a session's state is saved in Valkey/Redis and
+    /// its log trimmed. Default 32 (1 to 1024).
+    pub snapshot_every: u64,
+    /// Events a session's log in Valkey/Redis holds at most (a full log is
+    /// saved and trimmed first). Default 1024 (`snapshot_every` to 100000).
+    pub max_log_events: u64,
+    /// Bytes a session's log in Valkey/Redis holds at most (its state is
+    /// saved once the log passes 256 KiB). Default 64 MiB (1 MiB to 1 GiB), and at
+    /// least `server.max_body_bytes`.
+    pub max_log_bytes: u64,
+    /// Sessions each replica keeps a judged copy of, least recently used
+    /// first out (Valkey/Redis store only). Default 4096 (1 to 1000000).
+    pub cached_sessions: usize,
 }
 
 impl Default for ServerSettings {
@@ -96,6 +122,13 @@ impl Default for SessionSettings {
             profile: None,
             loop_config: None,
             max_open_calls: 1024,
+            store: "memory".into(),
+            store_timeout_ms: 2000,
+            key_prefix: "deloop".into(),
+            snapshot_every: 32,
+            max_log_events: 1024,
+            max_log_bytes: 64 << 20,
+            cached_sessions: 4096,
         }
     }
 }
@@ -108,6 +141,69 @@ pub struct SettingsError {
     pub key: &'static str,
     /// What is wrong and what to do.
     pub message: String,
+}
+
+impl SessionSettings {
+    /// True when sessions live in Valkey/Redis.
+    pub fn shared_store(&self) -> bool {
+        self.store.starts_with("redis://") || self.store.starts_with("rediss://")
+    }
+
+    fn validate(&self, max_body_bytes: u64) -> Result<(), SettingsError> {
+        if self.store != "memory" && !self.shared_store() {
+            return Err(SettingsError {
+                key: "server.sessions.store",
+                message: "is not `memory` or a redis:// or rediss:// URL".into(),
+            });
+        }
+        let within = |key: &'static str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(SettingsError {
+                    key,
+                    message: format!("{v} is out of range: use {lo} to {hi}"),
+                })
+            }
+        };
+        within(
+            "server.sessions.store_timeout_ms",
+            self.store_timeout_ms,
+            1,
+            60_000,
+        )?;
+        within(
+            "server.sessions.snapshot_every",
+            self.snapshot_every,
+            1,
+            1024,
+        )?;
+        within(
+            "server.sessions.max_log_events",
+            self.max_log_events,
+            self.snapshot_every,
+            100_000,
+        )?;
+        within(
+            "server.sessions.max_log_bytes",
+            self.max_log_bytes,
+            (1 << 20).max(max_body_bytes),
+            1 << 30,
+        )?;
+        within(
+            "server.sessions.cached_sessions",
+            self.cached_sessions as u64,
+            1,
+            1_000_000,
+        )?;
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err(SettingsError {
+                key: "server.sessions.key_prefix",
+                message: "must be non-empty, without `{` or `}` (they mark the hash tag)".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl ServerSettings {
@@ -144,6 +240,9 @@ impl ServerSettings {
         if let Some(v) = get("DELOOP_LOOP_CONFIG") {
             self.sessions.loop_config = Some(PathBuf::from(v));
         }
+        if let Some(v) = get("DELOOP_SESSION_STORE") {
+            self.sessions.store = v;
+        }
         self.validate()
     }
 
@@ -176,6 +275,7 @@ impl ServerSettings {
             "server.sessions.max_open_calls",
             self.sessions.max_open_calls as u64,
         )?;
+        self.sessions.validate(self.max_body_bytes as u64)?;
         if self.mcp_allowed_hosts.is_empty() {
             return Err(SettingsError {
                 key: "server.mcp_allowed_hosts",

@@ -1,5 +1,6 @@
-//! Building a server's state from its settings: the in-memory session
-//! store with its sweeper, the API keys, the tool-loop guard.
+//! Building a server's state from its settings: the session store (in
+//! memory with its sweeper, or Valkey/Redis), the API keys, the tool-loop
+//! guard.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use deloop_core::repetition::ClampConfig;
 
 use crate::auth::ApiKeys;
 use crate::metrics::Metrics;
-use crate::sessions::{GuardSettings, MemoryStore};
+use crate::sessions::{
+    GuardSettings, MemoryStore, MetricsEvents, RedisSettings, RedisStore, SessionStore,
+};
 use crate::settings::{ServerSettings, SettingsError};
 use crate::state::AppState;
 
@@ -80,10 +83,52 @@ pub fn memory_state(
         guard.clone(),
         settings.sessions.max_sessions,
         Duration::from_secs(settings.sessions.idle_ttl_secs),
-        metrics.clone(),
+        Arc::new(MetricsEvents(metrics.clone())),
     ));
     let state = AppState::new(settings, clamp, guard, store.clone(), metrics, keys);
     (state, store)
+}
+
+/// A state whose sessions live where `server.sessions.store` says: in this
+/// process (the store is returned for its sweeper) or in Valkey/Redis,
+/// with the password from `redis_password` when the URL has none.
+pub fn state(
+    settings: ServerSettings,
+    clamp: ClampConfig,
+    guard: GuardSettings,
+    keys: ApiKeys,
+    redis_password: Option<String>,
+) -> Result<(AppState, Option<Arc<MemoryStore>>), SettingsError> {
+    if !settings.sessions.shared_store() {
+        let (state, store) = memory_state(settings, clamp, guard, keys);
+        return Ok((state, Some(store)));
+    }
+    let metrics = Arc::new(Metrics::new());
+    let s = &settings.sessions;
+    let redis = RedisSettings {
+        url: s.store.clone(),
+        password: redis_password,
+        timeout: Duration::from_millis(s.store_timeout_ms),
+        idle_ttl: Duration::from_secs(s.idle_ttl_secs),
+        key_prefix: s.key_prefix.clone(),
+        snapshot_every: s.snapshot_every,
+        snapshot_bytes: (256 << 10).min(s.max_log_bytes / 4),
+        max_log_events: s.max_log_events,
+        max_log_bytes: s.max_log_bytes,
+        cached_sessions: s.cached_sessions,
+    };
+    let store = RedisStore::new(
+        redis,
+        guard.clone(),
+        Arc::new(MetricsEvents(metrics.clone())),
+    )
+    .map_err(|e| SettingsError {
+        key: "server.sessions.store",
+        message: e.to_string(),
+    })?;
+    tracing::info!(store = %store.describe(), "sessions are shared through the store");
+    let state = AppState::new(settings, clamp, guard, Arc::new(store), metrics, keys);
+    Ok((state, None))
 }
 
 /// Forgets idle sessions in the background, every `every` (the store also

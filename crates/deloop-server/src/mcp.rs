@@ -1092,7 +1092,12 @@ mod tests {
             config: LoopConfig::default(),
             max_open_calls: 64,
         };
-        let store = MemoryStore::new(guard.clone(), 100, Duration::from_secs(60), metrics.clone());
+        let store = MemoryStore::new(
+            guard.clone(),
+            100,
+            Duration::from_secs(60),
+            Arc::new(crate::sessions::MetricsEvents(metrics.clone())),
+        );
         AppState::new(
             ServerSettings::default(),
             ClampConfig::default(),

@@ -26,29 +26,37 @@ pub async fn healthz() -> impl IntoResponse {
     )
 }
 
-/// `GET /readyz`: 200 once the index is open, 503 before.
+/// `GET /readyz`: 200 once the index is open and the session store
+/// answers, 503 naming what is not ready.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "operations",
-    summary = "Readiness: the index is open",
-    description = "200 once the documentation index is open, 503 with `Retry-After` before. \
-Never needs a key.",
+    summary = "Readiness: the index is open and the session store answers",
+    description = "200 once the documentation index is open and the session store (Valkey/Redis \
+when configured) answers; 503 with `Retry-After` and a JSON error naming what is not ready \
+otherwise. Never needs a key. `/healthz` answers 200 whenever the process serves.",
     responses(
         (status = 200, description = "`ready`", body = String, content_type = "text/plain"),
         (status = 503, response = Unavailable),
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    if state.is_ready() {
-        Ok((
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain")],
-            "ready\n",
-        ))
-    } else {
-        Err(ApiError::unavailable("the index is still opening", 1))
+    let mut not_ready = Vec::new();
+    if let Err(e) = state.sessions().ready().await {
+        not_ready.push(e.to_string());
     }
+    if !state.is_ready() {
+        not_ready.push("the index is still opening".to_string());
+    }
+    if !not_ready.is_empty() {
+        return Err(ApiError::unavailable(not_ready.join("; "), 1));
+    }
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        "ready\n",
+    ))
 }
 
 /// `GET /metrics`: Prometheus text format.

@@ -29,6 +29,13 @@ pub struct Args {
     /// `.deloop/index.db`, built from deloop's own docs when missing).
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// Where live-agent sessions live: `memory` (this process) or a
+    /// Valkey/Redis URL (`redis://host:port/db`, `rediss://` for TLS) shared
+    /// by every replica (default: `DELOOP_SESSION_STORE`,
+    /// `server.sessions.store`, else `memory`). A password comes from the
+    /// URL or `DELOOP_REDIS_PASSWORD`.
+    #[arg(long, value_name = "URL")]
+    pub session_store: Option<String>,
 }
 
 /// Loads the config and the server settings with the environment applied.
@@ -56,12 +63,13 @@ pub(crate) fn init_logging(format: &str) {
     }
 }
 
-/// The server's state from the config.
+/// The server's state from the config, and the in-process session store
+/// when sessions live here (for its sweeper).
 pub(crate) fn state(
     config: &Config,
 ) -> anyhow::Result<(
     deloop_server::AppState,
-    std::sync::Arc<deloop_server::sessions::MemoryStore>,
+    Option<std::sync::Arc<deloop_server::sessions::MemoryStore>>,
 )> {
     let settings = config.server.clone();
     let guard =
@@ -69,12 +77,13 @@ pub(crate) fn state(
     let list = std::env::var("DELOOP_API_KEYS").ok();
     let keys = deloop_server::build::api_keys(&settings, list.as_deref())
         .map_err(|e| BadInput(e.to_string()))?;
-    Ok(deloop_server::build::memory_state(
-        settings,
-        config.guards.clamp.clone(),
-        guard,
-        keys,
-    ))
+    let password = std::env::var("DELOOP_REDIS_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty());
+    Ok(
+        deloop_server::build::state(settings, config.guards.clamp.clone(), guard, keys, password)
+            .map_err(|e| BadInput(e.to_string()))?,
+    )
 }
 
 /// Runs `deloop serve`.
@@ -82,11 +91,14 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let mut config = load(args.config.as_deref())?;
     if let Some(listen) = args.listen {
         config.server.listen = listen;
-        config
-            .server
-            .validate()
-            .map_err(|e| BadInput(e.to_string()))?;
     }
+    if let Some(store) = args.session_store {
+        config.server.sessions.store = store;
+    }
+    config
+        .server
+        .validate()
+        .map_err(|e| BadInput(e.to_string()))?;
     init_logging(&config.server.log_format);
     let addr = config
         .server
@@ -104,7 +116,9 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e} (is another server using the port? pick one with --listen)"))?;
         let local = listener.local_addr()?;
         let sweep_every = std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
-        deloop_server::build::spawn_sweeper(store, sweep_every);
+        if let Some(store) = store {
+            deloop_server::build::spawn_sweeper(store, sweep_every);
+        }
         eprintln!("deloop: listening on http://{local}");
         if let Some(p) = &proxy {
             eprintln!("deloop: proxying the other paths -> {}", p.upstream_url());
@@ -239,11 +253,25 @@ pub struct McpArgs {
     /// The index `ask` and `search` answer from (as for `deloop serve`).
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
+    /// Where live-agent sessions live: `memory` (this process) or a
+    /// Valkey/Redis URL (`redis://host:port/db`, `rediss://` for TLS) shared
+    /// by every replica (default: `DELOOP_SESSION_STORE`,
+    /// `server.sessions.store`, else `memory`). A password comes from the
+    /// URL or `DELOOP_REDIS_PASSWORD`.
+    #[arg(long, value_name = "URL")]
+    pub session_store: Option<String>,
 }
 
 /// Runs `deloop mcp`.
 pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
-    let config = load(args.config.as_deref())?;
+    let mut config = load(args.config.as_deref())?;
+    if let Some(store) = args.session_store {
+        config.server.sessions.store = store;
+        config
+            .server
+            .validate()
+            .map_err(|e| BadInput(e.to_string()))?;
+    }
     init_logging(&config.server.log_format);
     let (state, store) = state(&config)?;
     let state = state.serving_oracle();
@@ -253,7 +281,9 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
     rt.block_on(async move {
         let sweep_every =
             std::time::Duration::from_secs(config.server.sessions.idle_ttl_secs.clamp(1, 60));
-        deloop_server::build::spawn_sweeper(store, sweep_every);
+        if let Some(store) = store {
+            deloop_server::build::spawn_sweeper(store, sweep_every);
+        }
         // The guard tools answer at once; `ask` and `search` once the index
         // is open (until then they say so). A failure to open is logged and
         // `ask` reports it; the guard tools keep working.
