@@ -67,6 +67,11 @@ pub struct SessionSettings {
     /// Calls per session that may wait for their result; the oldest beyond
     /// it is settled as it stands (as `deloop check` does). Default 1024.
     pub max_open_calls: usize,
+    /// Estimated bytes all in-process sessions may take (each measured by
+    /// its saved size); past it the least recently used are evicted, and a
+    /// session that alone outgrows its share (1/64) is forgotten with a 503.
+    /// Default 1 GiB (1 MiB to 1 TiB).
+    pub max_bytes: u64,
     /// Where sessions live: `memory` (this process; the default) or a
     /// Valkey/Redis URL, `redis://[user[:password]@]host:port[/db]` or
     /// `rediss://…` for TLS, shared by every replica pointed at it
@@ -122,6 +127,7 @@ impl Default for SessionSettings {
             profile: None,
             loop_config: None,
             max_open_calls: 1024,
+            max_bytes: 1 << 30,
             store: "memory".into(),
             store_timeout_ms: 2000,
             key_prefix: "deloop".into(),

@@ -79,12 +79,15 @@ pub fn memory_state(
     keys: ApiKeys,
 ) -> (AppState, Arc<MemoryStore>) {
     let metrics = Arc::new(Metrics::new());
-    let store = Arc::new(MemoryStore::new(
-        guard.clone(),
-        settings.sessions.max_sessions,
-        Duration::from_secs(settings.sessions.idle_ttl_secs),
-        Arc::new(MetricsEvents(metrics.clone())),
-    ));
+    let store = Arc::new(
+        MemoryStore::new(
+            guard.clone(),
+            settings.sessions.max_sessions,
+            Duration::from_secs(settings.sessions.idle_ttl_secs),
+            Arc::new(MetricsEvents(metrics.clone())),
+        )
+        .with_max_bytes(usize::try_from(settings.sessions.max_bytes).unwrap_or(usize::MAX)),
+    );
     let state = AppState::new(settings, clamp, guard, store.clone(), metrics, keys);
     (state, store)
 }

@@ -217,9 +217,6 @@ pub trait AskService: Send + Sync + 'static {
     fn search(&self, args: SearchArgs) -> BoxFuture<'_, Result<Value, ToolError>>;
 }
 
-/// Longest accepted `session_id`, as for `/v1/sessions/{session}`.
-const MAX_SESSION_LEN: usize = 256;
-
 /// What the server tells a client about itself at initialisation.
 const INSTRUCTIONS: &str = "deloop guards LLM output and agent tool loops. \
 Before each tool call your agent makes, call check_tool_call with one session_id per agent \
@@ -326,9 +323,6 @@ impl McpServer {
         }
         let a: Args = parse("check_tool_call", args)?;
         session_name(&a.session_id)?;
-        if a.tool.trim().is_empty() {
-            return Err(ToolError::new("argument `tool` is empty: name the tool"));
-        }
         let call = CallInput {
             tool: a.tool,
             args: a.args,
@@ -472,12 +466,8 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 }
 
 fn session_name(session: &str) -> Result<(), ToolError> {
-    if session.is_empty() || session.len() > MAX_SESSION_LEN {
-        return Err(ToolError::new(format!(
-            "argument `session_id` must be 1 to {MAX_SESSION_LEN} bytes long"
-        )));
-    }
-    Ok(())
+    crate::sessions::limits::check_session(session)
+        .map_err(|e| ToolError::new(format!("argument `session_id`: {e}")))
 }
 
 fn to_value(v: &impl serde::Serialize) -> Result<Value, ToolError> {

@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod limits;
 pub mod memory;
 pub mod redis;
 pub mod session;
@@ -164,6 +165,9 @@ pub enum SessionError {
     /// The event does not fit the session (unknown id, missing field).
     #[error("{0}")]
     BadEvent(String),
+    /// The event or session name breaks a bound ([`limits`]).
+    #[error("{0}")]
+    Invalid(String),
     /// The store failed or did not answer in time (a remote store's
     /// connection, …): the client may retry later.
     #[error("session store: {0}")]

@@ -8,19 +8,40 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use hashlink::LruCache;
 
+use crate::limits::{check_call, check_result, check_scope, check_session};
 use crate::{
     CallInput, GuardSettings, ResultInput, ResultOut, ScopeInput, Session, SessionError,
     SessionEvents, SessionStore, VerdictOut,
 };
 
-/// One lock's share of the sessions, in LRU order.
-type Shard = Mutex<LruCache<Arc<str>, Session>>;
+/// One lock's share of the sessions, in LRU order, and their estimated bytes.
+struct ShardState {
+    map: LruCache<Arc<str>, Session>,
+    bytes: usize,
+}
+
+type Shard = Mutex<ShardState>;
+
+/// A session's size is measured again after this many events (between
+/// measurements each event adds at most its capped fields).
+const MEASURE_EVERY: u32 = 8;
+
+/// Bytes a session is counted for besides its saved state (map entry, LRU
+/// links, allocation headers).
+const SESSION_OVERHEAD: usize = 512;
+
+/// The default byte budget of all sessions (`server.sessions.max_bytes`).
+pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
 
 /// Sessions in this process: `shards` LRU maps behind their own locks, each
-/// holding at most its share of `max_sessions`; a session idle for
-/// `idle_ttl` is forgotten.
+/// holding at most its share of `max_sessions` and of the byte budget
+/// (`max_bytes`, sessions measured by their saved size); a session idle for
+/// `idle_ttl` is forgotten. At either cap the least recently used sessions
+/// are evicted; a session that alone outgrows its shard's share of the
+/// budget is forgotten and its event answered with a store error (503).
 pub struct MemoryStore {
     shards: Box<[Shard]>,
+    shard_budget: usize,
     hasher: std::collections::hash_map::RandomState,
     guard: GuardSettings,
     idle_ttl: Duration,
@@ -52,14 +73,34 @@ impl MemoryStore {
         let per_shard = max_sessions.max(1).div_ceil(shards);
         MemoryStore {
             shards: (0..shards)
-                .map(|_| Mutex::new(LruCache::new(per_shard)))
+                .map(|_| {
+                    Mutex::new(ShardState {
+                        map: LruCache::new(per_shard),
+                        bytes: 0,
+                    })
+                })
                 .collect(),
+            shard_budget: DEFAULT_MAX_BYTES.div_ceil(shards),
             hasher: Default::default(),
             guard,
             idle_ttl,
             events,
             count: AtomicUsize::new(0),
         }
+    }
+
+    /// Sets the byte budget of all sessions (at least 1 MiB).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        self.shard_budget = max_bytes.max(1 << 20).div_ceil(self.shards.len());
+        self
+    }
+
+    /// Estimated bytes of all sessions.
+    pub fn bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).bytes)
+            .sum()
     }
 
     fn add_sessions(&self, delta: isize) {
@@ -78,36 +119,78 @@ impl MemoryStore {
         &self.shards[i]
     }
 
-    /// Runs `f` on the session, creating it when new (evicting the least
-    /// recently used one of its shard at the cap).
-    fn with<R>(&self, session: &str, f: impl FnOnce(&mut Session) -> R) -> R {
+    /// Runs `f` on the session, creating it when new, then keeps the shard
+    /// within its caps: least recently used sessions are evicted at the
+    /// count cap and the byte budget, and a session that alone outgrows the
+    /// budget is forgotten (a store error: the client may retry later).
+    fn with<R>(&self, session: &str, f: impl FnOnce(&mut Session) -> R) -> Result<R, SessionError> {
         let shard = self.shard(session);
         // A poisoned lock only means another request panicked mid-update;
         // the map itself stays consistent, so keep serving.
-        let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = shard.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        self.expire_locked(&mut map, now);
-        if map.get_mut(session).is_none() {
-            if map.len() >= map.capacity() && map.remove_lru().is_some() {
-                self.events.evicted();
-                self.add_sessions(-1);
+        self.expire_locked(&mut st, now);
+        if st.map.get_mut(session).is_none() {
+            if st.map.len() >= st.map.capacity() {
+                self.evict_lru(&mut st);
             }
-            map.insert(Arc::from(session), Session::new(&self.guard));
+            let fresh = Session::new(&self.guard);
+            st.bytes += fresh.bytes;
+            st.map.insert(Arc::from(session), fresh);
             self.add_sessions(1);
         }
-        let s = map.get_mut(session).expect("inserted above");
-        s.last_used = now;
-        f(s)
+        let (out, grew) = match st.map.get_mut(session) {
+            Some(s) => {
+                s.last_used = now;
+                let out = f(s);
+                let before = s.bytes;
+                s.remeasure(session.len() + SESSION_OVERHEAD, MEASURE_EVERY);
+                (out, s.bytes as isize - before as isize)
+            }
+            None => {
+                return Err(SessionError::Store(
+                    "the in-process store lost a session it had just made".into(),
+                ))
+            }
+        };
+        st.bytes = st.bytes.saturating_add_signed(grew);
+        // The session just used is the most recent: evict from the other end.
+        while st.bytes > self.shard_budget && st.map.len() > 1 {
+            self.evict_lru(&mut st);
+        }
+        if st.bytes > self.shard_budget {
+            let size = st.bytes;
+            st.map.remove(session);
+            st.bytes = 0;
+            self.events.evicted();
+            self.add_sessions(-1);
+            return Err(SessionError::Store(format!(
+                "session {session:?} grew to about {size} bytes, over its share ({} bytes) of \
+                 server.sessions.max_bytes; it was forgotten",
+                self.shard_budget
+            )));
+        }
+        Ok(out)
+    }
+
+    fn evict_lru(&self, st: &mut ShardState) {
+        if let Some((_, s)) = st.map.remove_lru() {
+            st.bytes = st.bytes.saturating_sub(s.bytes);
+            self.events.evicted();
+            self.add_sessions(-1);
+        }
     }
 
     /// Forgets sessions idle past the TTL at the LRU end of one shard.
-    fn expire_locked(&self, map: &mut LruCache<Arc<str>, Session>, now: Instant) -> u64 {
+    fn expire_locked(&self, st: &mut ShardState, now: Instant) -> u64 {
         let mut n = 0;
-        while let Some((_, s)) = map.iter().next() {
+        while let Some((_, s)) = st.map.iter().next() {
             if now.duration_since(s.last_used) < self.idle_ttl {
                 break;
             }
-            map.remove_lru();
+            if let Some((_, s)) = st.map.remove_lru() {
+                st.bytes = st.bytes.saturating_sub(s.bytes);
+            }
             n += 1;
         }
         if n > 0 {
@@ -123,22 +206,66 @@ impl MemoryStore {
         let now = Instant::now();
         let mut n = 0;
         for shard in self.shards.iter() {
-            let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
-            n += self.expire_locked(&mut map, now);
+            let mut st = shard.lock().unwrap_or_else(|p| p.into_inner());
+            n += self.expire_locked(&mut st, now);
         }
         n
     }
 }
 
+impl MemoryStore {
+    fn call_now(&self, session: &str, call: &CallInput) -> Result<VerdictOut, SessionError> {
+        check_session(session)?;
+        check_call(call)?;
+        let out = self.with(session, |s| s.call(call))?;
+        self.events.verdict(&out.level, out.detector.as_deref());
+        Ok(out)
+    }
+
+    fn result_now(&self, session: &str, result: &ResultInput) -> Result<ResultOut, SessionError> {
+        check_session(session)?;
+        check_result(result)?;
+        let out = self.with(session, |s| s.result(result))??;
+        if let Some(v) = &out.verdict {
+            self.events.verdict(&v.level, v.detector.as_deref());
+        }
+        Ok(out)
+    }
+
+    fn compaction_now(&self, session: &str, scope: &ScopeInput) -> Result<(), SessionError> {
+        check_session(session)?;
+        check_scope(scope)?;
+        self.with(session, |s| s.compaction(scope))
+    }
+
+    fn forget_now(&self, session: &str) -> Result<bool, SessionError> {
+        check_session(session)?;
+        let removed = {
+            let mut st = self
+                .shard(session)
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let removed = st.map.remove(session);
+            if let Some(s) = &removed {
+                st.bytes = st.bytes.saturating_sub(s.bytes);
+            }
+            removed.is_some()
+        };
+        if removed {
+            self.add_sessions(-1);
+        }
+        Ok(removed)
+    }
+}
+
+/// The in-process store answers at once: each method is a ready future.
 impl SessionStore for MemoryStore {
     fn call(
         &self,
         session: &str,
         call: CallInput,
     ) -> BoxFuture<'_, Result<VerdictOut, SessionError>> {
-        let out = self.with(session, |s| s.call(&call));
-        self.events.verdict(&out.level, out.detector.as_deref());
-        Box::pin(std::future::ready(Ok(out)))
+        Box::pin(std::future::ready(self.call_now(session, &call)))
     }
 
     fn result(
@@ -146,14 +273,7 @@ impl SessionStore for MemoryStore {
         session: &str,
         result: ResultInput,
     ) -> BoxFuture<'_, Result<ResultOut, SessionError>> {
-        let out = self.with(session, |s| s.result(&result));
-        if let Ok(ResultOut {
-            verdict: Some(v), ..
-        }) = &out
-        {
-            self.events.verdict(&v.level, v.detector.as_deref());
-        }
-        Box::pin(std::future::ready(out))
+        Box::pin(std::future::ready(self.result_now(session, &result)))
     }
 
     fn compaction(
@@ -161,22 +281,11 @@ impl SessionStore for MemoryStore {
         session: &str,
         scope: ScopeInput,
     ) -> BoxFuture<'_, Result<(), SessionError>> {
-        self.with(session, |s| s.compaction(&scope));
-        Box::pin(std::future::ready(Ok(())))
+        Box::pin(std::future::ready(self.compaction_now(session, &scope)))
     }
 
     fn forget(&self, session: &str) -> BoxFuture<'_, Result<bool, SessionError>> {
-        let existed = {
-            let mut map = self
-                .shard(session)
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            map.remove(session).is_some()
-        };
-        if existed {
-            self.add_sessions(-1);
-        }
-        Box::pin(std::future::ready(Ok(existed)))
+        Box::pin(std::future::ready(self.forget_now(session)))
     }
 
     fn len(&self) -> usize {
@@ -330,5 +439,64 @@ mod tests {
         block_on(s.call("a", call("read", json!({}), None))).unwrap();
         assert!(block_on(s.forget("a")).unwrap());
         assert!(!block_on(s.forget("a")).unwrap());
+    }
+
+    #[test]
+    fn oversized_fields_are_refused_before_they_reach_a_session() {
+        let s = store(10, Duration::from_secs(60));
+        let mut c = call("read", json!({}), None);
+        c.id = Some("x".repeat(1 << 20));
+        let e = block_on(s.call("a", c)).unwrap_err();
+        assert!(matches!(e, SessionError::Invalid(_)), "{e:?}");
+        assert!(s.is_empty() && s.bytes() == 0);
+        let e = block_on(s.call(&"n".repeat(300), call("read", json!({}), None))).unwrap_err();
+        assert!(
+            e.to_string().contains("session names are 1 to 256 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_byte_budget_evicts_least_recently_used_sessions() {
+        // 1 MiB over 64 shards: 16 KiB per shard.
+        let counts = Arc::new(Counts::default());
+        let s = store_counting(100_000, Duration::from_secs(60), counts.clone())
+            .with_max_bytes(1 << 20);
+        for i in 0..2000 {
+            for j in 0..5 {
+                let id = format!("{i}-{j}-{}", "i".repeat(200));
+                block_on(s.call(&format!("s{i}"), call("read", json!({"p": j}), Some(&id))))
+                    .unwrap();
+            }
+            assert!(
+                s.bytes() <= 1 << 20,
+                "{} bytes after {i} sessions",
+                s.bytes()
+            );
+        }
+        assert!(counts.evicted.load(Ordering::Relaxed) > 0);
+        assert!(s.len() < 2000, "{} sessions kept", s.len());
+    }
+
+    #[test]
+    fn a_session_outgrowing_its_share_is_forgotten_with_a_store_error() {
+        let s = store(100_000, Duration::from_secs(60)).with_max_bytes(1 << 20);
+        let mut failed = None;
+        for i in 0..1024 {
+            // Calls that never get a result stay open: the session grows.
+            let id = format!("{i}-{}", "i".repeat(250));
+            match block_on(s.call("big", call("read", json!({"p": i}), Some(&id)))) {
+                Ok(_) => {}
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        let (i, e) = failed.expect("the session outgrew 16 KiB");
+        assert!(matches!(e, SessionError::Store(_)), "{e:?}");
+        assert!(e.to_string().contains("server.sessions.max_bytes"), "{e}");
+        assert!(i > 10, "failed at call {i}");
+        assert!(s.is_empty() && s.bytes() == 0);
     }
 }

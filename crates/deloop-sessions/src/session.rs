@@ -12,6 +12,7 @@ use deloop_core::loops::{Guard, OutcomeBody, Scope, ToolCall, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits::check_result;
 use crate::{
     CallInput, GuardSettings, ResultInput, ResultOut, ScopeInput, SessionError, VerdictOut,
 };
@@ -27,6 +28,12 @@ pub struct Session {
     max_open: usize,
     #[serde(skip, default = "Instant::now")]
     pub(crate) last_used: Instant,
+    /// Estimated bytes, as last measured ([`Session::remeasure`]).
+    #[serde(skip)]
+    pub(crate) bytes: usize,
+    /// Events since the last measurement.
+    #[serde(skip)]
+    since_measured: u32,
 }
 
 /// The key that finds a waiting call by tool, arguments, agent and run. It
@@ -55,6 +62,8 @@ impl Session {
             next_id: 0,
             max_open: guard.max_open_calls.max(1),
             last_used: Instant::now(),
+            bytes: 0,
+            since_measured: 0,
         }
     }
 
@@ -187,6 +196,25 @@ impl Session {
         saved
     }
 
+    /// Counts one event and, every `every` events (and the first time),
+    /// measures the session again: its saved size (postcard, counted
+    /// without allocating) plus `extra`. Between measurements each event
+    /// is counted at its capped fields' size.
+    pub(crate) fn remeasure(&mut self, extra: usize, every: u32) {
+        self.since_measured += 1;
+        if self.bytes != 0 && self.since_measured < every {
+            self.bytes += 4 * crate::limits::MAX_FIELD;
+            return;
+        }
+        self.since_measured = 0;
+        let size = postcard::serialize_with_flavor::<Session, postcard::ser_flavors::Size, usize>(
+            self,
+            postcard::ser_flavors::Size::default(),
+        )
+        .unwrap_or(0);
+        self.bytes = size + extra;
+    }
+
     /// Records a compaction.
     pub fn compaction(&mut self, s: &ScopeInput) {
         self.replay.push_compaction(&Scope {
@@ -229,24 +257,5 @@ impl Session {
                 Answer::Compaction
             }
         }
-    }
-}
-
-/// Checks what can be checked of a result without the session: exactly
-/// one of `result` and `error`, and a way to find its call.
-pub fn check_result(r: &ResultInput) -> Result<(), SessionError> {
-    match (&r.result, &r.error) {
-        (Some(_), Some(_)) => Err(SessionError::BadEvent(
-            "send one of `result` and `error`, not both".into(),
-        )),
-        (None, None) => Err(SessionError::BadEvent(
-            "missing field `result` (or `error`)".into(),
-        )),
-        _ if r.id.is_none() && (r.tool.is_none() || r.args.is_none()) => {
-            Err(SessionError::BadEvent(
-                "a result without `id` needs `tool` and `args` to find its call".into(),
-            ))
-        }
-        _ => Ok(()),
     }
 }

@@ -12,22 +12,11 @@ use crate::openapi::{
 use crate::sessions::{CallInput, ResultInput, ResultOut, ScopeInput, SessionError, VerdictOut};
 use crate::state::AppState;
 
-/// Longest accepted session name.
-const MAX_SESSION_LEN: usize = 256;
-
-fn check_name(session: &str) -> Result<(), ApiError> {
-    if session.is_empty() || session.len() > MAX_SESSION_LEN {
-        return Err(ApiError::bad_request(format!(
-            "session names are 1 to {MAX_SESSION_LEN} bytes long"
-        )));
-    }
-    Ok(())
-}
-
 impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> Self {
         match e {
             SessionError::BadEvent(m) => ApiError::new(StatusCode::CONFLICT, m),
+            SessionError::Invalid(m) => ApiError::bad_request(m),
             SessionError::Store(m) => ApiError::unavailable(format!("session store: {m}"), 1),
         }
     }
@@ -59,10 +48,6 @@ pub async fn call(
     Path(session): Path<String>,
     ApiJson(body): ApiJson<CallInput>,
 ) -> Result<ApiJson<VerdictOut>, ApiError> {
-    check_name(&session)?;
-    if body.tool.trim().is_empty() {
-        return Err(ApiError::bad_request("field `tool` is empty"));
-    }
     Ok(ApiJson(state.sessions().call(&session, body).await?))
 }
 
@@ -92,7 +77,6 @@ pub async fn result(
     Path(session): Path<String>,
     ApiJson(body): ApiJson<ResultInput>,
 ) -> Result<ApiJson<ResultOut>, ApiError> {
-    check_name(&session)?;
     match (&body.result, &body.error) {
         (None, None) => return Err(ApiError::bad_request("missing field `result` (or `error`)")),
         (Some(_), Some(_)) => {
@@ -145,7 +129,6 @@ pub async fn compaction(
             ApiError::bad_request(format!("cannot read the request body: {}", r.body_text()))
         }
     })?;
-    check_name(&session)?;
     // The body is optional: no body means the main agent, no run.
     let scope: ScopeInput = if body.iter().all(u8::is_ascii_whitespace) {
         ScopeInput::default()
@@ -176,7 +159,6 @@ pub async fn forget(
     State(state): State<AppState>,
     Path(session): Path<String>,
 ) -> Result<Response, ApiError> {
-    check_name(&session)?;
     if state.sessions().forget(&session).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {

@@ -38,7 +38,8 @@ use hashlink::LruCache;
 use redis::RedisError;
 use sha2::Digest as _;
 
-use crate::session::{check_result, Answer, Event};
+use crate::limits::{check_call, check_result, check_scope, check_session};
+use crate::session::{Answer, Event};
 use crate::{
     CallInput, GuardSettings, ResultInput, ResultOut, ScopeInput, Session, SessionError,
     SessionEvents, SessionStore, VerdictOut,
@@ -488,6 +489,8 @@ impl SessionStore for RedisStore {
     ) -> BoxFuture<'_, Result<VerdictOut, SessionError>> {
         let session = session.to_string();
         Box::pin(async move {
+            check_session(&session)?;
+            check_call(&call)?;
             match self.apply(&session, Event::Call(call)).await? {
                 Answer::Call(v) => {
                     self.verdict_event(&v);
@@ -505,6 +508,7 @@ impl SessionStore for RedisStore {
     ) -> BoxFuture<'_, Result<ResultOut, SessionError>> {
         let session = session.to_string();
         Box::pin(async move {
+            check_session(&session)?;
             check_result(&result)?;
             match self.apply(&session, Event::Result(result)).await? {
                 Answer::Result(r) => {
@@ -528,6 +532,8 @@ impl SessionStore for RedisStore {
     ) -> BoxFuture<'_, Result<(), SessionError>> {
         let session = session.to_string();
         Box::pin(async move {
+            check_session(&session)?;
+            check_scope(&scope)?;
             match self.apply(&session, Event::Compaction(scope)).await? {
                 Answer::Compaction => Ok(()),
                 other => Err(unexpected(other)),
@@ -538,6 +544,7 @@ impl SessionStore for RedisStore {
     fn forget(&self, session: &str) -> BoxFuture<'_, Result<bool, SessionError>> {
         let session = session.to_string();
         Box::pin(async move {
+            check_session(&session)?;
             self.drop_cached(&session);
             let work = async {
                 let conn = self
