@@ -70,7 +70,9 @@ pub struct SessionSettings {
     /// Estimated bytes all in-process sessions may take (each measured by
     /// its saved size); past it the least recently used are evicted, and a
     /// session that alone outgrows its share (1/64) is forgotten with a 503.
-    /// Default 1 GiB (1 MiB to 1 TiB).
+    /// With a Valkey/Redis store it bounds each replica's cached copies
+    /// instead (evicted least recently used first; the store keeps the
+    /// sessions). Default 1 GiB (1 MiB to 1 TiB).
     pub max_bytes: u64,
     /// Where sessions live: `memory` (this process; the default) or a
     /// Valkey/Redis URL, `redis://[user[:password]@]host:port[/db]` or

@@ -119,6 +119,7 @@ pub fn state(
         max_log_events: s.max_log_events,
         max_log_bytes: s.max_log_bytes,
         cached_sessions: s.cached_sessions,
+        max_cached_bytes: usize::try_from(s.max_bytes).unwrap_or(usize::MAX),
     };
     let store = RedisStore::new(
         redis,

@@ -90,6 +90,29 @@ async fn three_replicas_on_one_valkey_give_openclaws_verdicts() {
     }
 }
 
+/// A replica whose byte budget holds no copy rebuilds each session from
+/// the store (saved state and log) on every event, and still answers as
+/// OpenClaw does; its cache stays empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_caches_nothing_rebuilds_from_the_store() {
+    let Some(bin) = valkey::available("session store conformance (no cache)") else {
+        return;
+    };
+    let server = Valkey::start(&bin, &[]);
+    let settings = deloop_sessions::RedisSettings {
+        max_cached_bytes: 1,
+        ..redis_settings(&server.url())
+    };
+    let store = deloop_sessions::RedisStore::new(
+        settings,
+        guard(Profile::OpenClaw),
+        std::sync::Arc::new(()),
+    )
+    .unwrap();
+    openclaw_scenarios(&[&store], 4).await;
+    assert_eq!(store.len(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_a_valkey_cluster_give_openclaws_verdicts() {
     let Some(bin) = valkey::available("session store conformance (cluster)") else {

@@ -22,7 +22,9 @@
 //! Bounds: every key has the idle TTL; a log holds at most
 //! `max_log_events` events and `max_log_bytes` bytes (a full log is saved
 //! and dropped before the event is tried again); a replica caches at most
-//! `cached_sessions` sessions (LRU). Every store operation has a deadline
+//! `cached_sessions` sessions and `max_cached_bytes` of them (LRU; a copy
+//! is only a cache, rebuilt from the store when needed). Every store
+//! operation has a deadline
 //! (`timeout`): past it the request fails with [`SessionError::Store`]
 //! (503), never with a verdict computed on partial state.
 
@@ -30,6 +32,7 @@ mod connection;
 mod scripts;
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -73,6 +76,8 @@ pub struct RedisSettings {
     pub max_log_bytes: u64,
     /// Sessions each replica keeps a judged copy of (LRU).
     pub cached_sessions: usize,
+    /// Estimated bytes of those copies (LRU past it).
+    pub max_cached_bytes: usize,
 }
 
 impl RedisSettings {
@@ -89,6 +94,7 @@ impl RedisSettings {
             max_log_events: 1024,
             max_log_bytes: 64 << 20,
             cached_sessions: 4096,
+            max_cached_bytes: 1 << 30,
         }
     }
 }
@@ -102,6 +108,13 @@ struct Cached {
 }
 
 type Entry = Arc<tokio::sync::Mutex<Cached>>;
+
+/// A cached copy and its estimated bytes (readable without its lock).
+#[derive(Clone)]
+struct Slot {
+    entry: Entry,
+    bytes: Arc<AtomicUsize>,
+}
 
 /// What the event and read scripts answer.
 struct Reply {
@@ -147,7 +160,9 @@ pub struct RedisStore {
     guard: GuardSettings,
     conn: LazyConn,
     scripts: Scripts,
-    cache: Mutex<LruCache<String, Entry>>,
+    cache: Mutex<LruCache<String, Slot>>,
+    /// Estimated bytes of the cached copies.
+    cached_bytes: AtomicUsize,
     events: Arc<dyn SessionEvents>,
     described: String,
 }
@@ -190,6 +205,7 @@ impl RedisStore {
             conn,
             scripts: Scripts::new(),
             cache: Mutex::new(LruCache::new(cap)),
+            cached_bytes: AtomicUsize::new(0),
             events,
             described,
             guard,
@@ -209,19 +225,55 @@ impl RedisStore {
         [format!("{p}:{{{tag}}}:m"), format!("{p}:{{{tag}}}:l")]
     }
 
-    fn entry(&self, session: &str) -> Entry {
+    fn entry(&self, session: &str) -> Slot {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = cache.get(session) {
             return e.clone();
         }
-        let e: Entry = Arc::new(tokio::sync::Mutex::new(Cached {
-            epoch: String::new(),
-            seq: 0,
-            session: None,
-        }));
-        cache.insert(session.to_string(), e.clone());
+        let slot = Slot {
+            entry: Arc::new(tokio::sync::Mutex::new(Cached {
+                epoch: String::new(),
+                seq: 0,
+                session: None,
+            })),
+            bytes: Arc::new(AtomicUsize::new(0)),
+        };
+        if cache.len() >= cache.capacity() {
+            self.evict_lru(&mut cache);
+        }
+        cache.insert(session.to_string(), slot.clone());
         self.events.sessions(cache.len() as i64);
-        e
+        slot
+    }
+
+    fn evict_lru(&self, cache: &mut LruCache<String, Slot>) {
+        if let Some((_, old)) = cache.remove_lru() {
+            let b = old.bytes.swap(0, Ordering::Relaxed);
+            self.cached_bytes.fetch_sub(b, Ordering::Relaxed);
+        }
+    }
+
+    /// Records the new size of a cached copy (when it is still cached) and
+    /// evicts the least recently used copies past the byte budget (the one
+    /// just used is the most recent, so it goes last). All accounting runs
+    /// under the cache's lock.
+    fn account(&self, session: &str, slot: &Slot, bytes: usize) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let cached = cache
+            .peek(session)
+            .is_some_and(|s| Arc::ptr_eq(&s.entry, &slot.entry));
+        if !cached {
+            return;
+        }
+        let old = slot.bytes.swap(bytes, Ordering::Relaxed);
+        self.cached_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.cached_bytes.fetch_sub(old, Ordering::Relaxed);
+        while self.cached_bytes.load(Ordering::Relaxed) > self.settings.max_cached_bytes
+            && !cache.is_empty()
+        {
+            self.evict_lru(&mut cache);
+        }
+        self.events.sessions(cache.len() as i64);
     }
 
     fn store_error(&self, what: &str, e: &RedisError) -> SessionError {
@@ -269,9 +321,9 @@ impl RedisStore {
                 self.settings.max_log_bytes
             )));
         }
-        let entry = self.entry(session);
+        let slot = self.entry(session);
         let work = async {
-            let mut cached = entry.lock().await;
+            let mut cached = slot.entry.lock().await;
             let answer = self.apply_locked(session, &mut cached, &bytes).await?;
             let out = match answer {
                 Some(a) => a,
@@ -290,6 +342,10 @@ impl RedisStore {
                         })?
                 }
             };
+            if let Some(s) = cached.session.as_mut() {
+                s.remeasure(session.len() + 512, 8);
+                self.account(session, &slot, s.bytes);
+            }
             Ok(out)
         };
         match tokio::time::timeout(self.settings.timeout, work).await {
@@ -304,7 +360,10 @@ impl RedisStore {
 
     fn drop_cached(&self, session: &str) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache.remove(session);
+        if let Some(old) = cache.remove(session) {
+            let b = old.bytes.swap(0, Ordering::Relaxed);
+            self.cached_bytes.fetch_sub(b, Ordering::Relaxed);
+        }
         self.events.sessions(cache.len() as i64);
     }
 
