@@ -195,7 +195,7 @@ async fn start_proxy(upstream: &str) -> String {
         Default::default(),
         None,
         Default::default(),
-        Arc::new(deloop_server::metrics::Metrics::new()),
+        Arc::new(deloop_http::metrics::Metrics::new()),
     )
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -2,15 +2,11 @@
 //! `Authorization` belongs to the upstream), the concurrency limit, and
 //! request metrics. Errors come in the API's own shape.
 
-use std::time::Instant;
-
-use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use deloop_server::auth::Access;
-use futures_util::StreamExt;
+use deloop_http::auth::Access;
 
 use crate::api::{Api, ProxyError};
 use crate::state::ProxyState;
@@ -90,16 +86,7 @@ pub async fn limits(State(state): State<ProxyState>, req: Request, next: Next) -
         e.retry_after = Some(1);
         return e.into_response();
     };
-    let res = next.run(req).await;
-    if res.body().size_hint().exact().is_some() {
-        return res;
-    }
-    let (parts, body) = res.into_parts();
-    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-        let _held = &permit;
-        chunk
-    }));
-    Response::from_parts(parts, body)
+    deloop_http::limits::hold_until_end(next.run(req).await, permit)
 }
 
 /// The route label of a path: the guarded routes by name, everything else
@@ -119,15 +106,6 @@ pub fn route_label(path: &str) -> &'static str {
 
 /// Counts requests and their latency to the response head.
 pub async fn track(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
-    let start = Instant::now();
     let route = route_label(req.uri().path());
-    let method = req.method().as_str().to_string();
-    let res = next.run(req).await;
-    state.0.metrics.request(
-        route,
-        &method,
-        res.status().as_u16(),
-        start.elapsed().as_secs_f64(),
-    );
-    res
+    deloop_http::metrics::track(state.metrics(), route, req, next).await
 }

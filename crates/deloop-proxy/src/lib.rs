@@ -26,7 +26,7 @@
 //!     Default::default(),                      // [guards.clamp]
 //!     None,                                    // DELOOP_PROXY_UPSTREAM_KEY
 //!     Default::default(),                      // deloop's own keys: none
-//!     Arc::new(deloop_server::metrics::Metrics::new()),
+//!     Arc::new(deloop_http::metrics::Metrics::new()),
 //! )?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
 //! axum::serve(listener, deloop_proxy::router(state)).await?;
@@ -57,8 +57,6 @@ pub mod upstream;
 use axum::http::HeaderName;
 use axum::routing::{any, get, post};
 use axum::{middleware, Router};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 
 pub use api::{Api, ProxyError};
 pub use state::ProxyState;
@@ -80,7 +78,7 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-deloop-request-id"
 /// proxy's own `/deloop/*` routes, with auth (`x-deloop-key`), the
 /// concurrency limit, request ids, tracing and metrics as layers.
 pub fn router(state: ProxyState) -> Router {
-    Router::new()
+    let app = Router::new()
         .route("/v1/chat/completions", any(routes::chat))
         .route("/v1/completions", any(routes::completions))
         .route("/v1/messages", any(routes::messages))
@@ -88,22 +86,18 @@ pub fn router(state: ProxyState) -> Router {
         .route("/deloop/healthz", get(routes::healthz))
         .route("/deloop/metrics", get(routes::metrics))
         .fallback(routes::proxied)
-        .layer(middleware::from_fn_with_state(state.clone(), layers::limits))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            layers::limits,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
         .layer(middleware::from_fn_with_state(state.clone(), layers::track))
-        .with_state(state)
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-                let id = req
-                    .headers()
-                    .get(&REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                tracing::info_span!("proxy", method = %req.method(), path = %req.uri().path(), request_id = %id)
-            }),
-        )
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state);
+    deloop_http::trace::request_ids(
+        app,
+        REQUEST_ID,
+        |method, path, id| tracing::info_span!("proxy", method = %method, path = %path, request_id = %id),
+    )
 }
 
 /// Serves the proxy on `listener` until `shutdown` resolves; then stops
@@ -115,31 +109,5 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    use std::future::IntoFuture;
-    let app = router(state);
-    // Events are small writes: without TCP_NODELAY, Nagle's algorithm
-    // would hold one back until the client acknowledges the previous one.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down: no new connections, finishing in-flight streams");
-        let _ = tx.send(true);
-    });
-    let deadline = async move {
-        let mut rx = rx;
-        let _ = rx.wait_for(|stopping| *stopping).await;
-        tokio::time::sleep(grace).await;
-        tracing::warn!(
-            grace_secs = grace.as_secs(),
-            "shutdown grace period over; exiting"
-        );
-    };
-    tokio::select! {
-        r = server.into_future() => r,
-        () = deadline => Ok(()),
-    }
+    deloop_http::serve::serve_app(listener, router(state), grace, shutdown).await
 }

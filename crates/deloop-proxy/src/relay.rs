@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use deloop_server::metrics::Metrics;
+use deloop_http::metrics::Metrics;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use deloop_config::proxy::ProxySettings;
 use deloop_config::SettingsError;
 use deloop_core::repetition::ClampConfig;
-use deloop_server::auth::ApiKeys;
-use deloop_server::metrics::Metrics;
+use deloop_http::auth::ApiKeys;
+use deloop_http::metrics::Metrics;
 use tokio::sync::Semaphore;
 
 use crate::guard::StreamSettings;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use deloop_server::auth::ApiKeys;
+use deloop_http::auth::ApiKeys;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 

@@ -39,7 +39,7 @@ use axum::{Json, Router};
 use common::histories::repeated_history;
 use common::*;
 use deloop_core::repetition::{clamp, ClampConfig};
-use deloop_server::auth::ApiKeys;
+use deloop_http::auth::ApiKeys;
 use serde_json::{json, Value};
 
 const LITELLM: &str = "1.106.12";

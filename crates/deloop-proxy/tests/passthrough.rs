@@ -6,7 +6,7 @@ mod common;
 use std::io::Write;
 
 use common::*;
-use deloop_server::auth::ApiKeys;
+use deloop_http::auth::ApiKeys;
 use serde_json::{json, Value};
 
 #[tokio::test]

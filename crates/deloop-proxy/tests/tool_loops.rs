@@ -439,7 +439,7 @@ async fn the_guardrail_route_takes_deloops_key_in_x_api_key() {
     let proxy = start_proxy_with(
         settings(&fake.url),
         None,
-        deloop_server::auth::ApiKeys::parse(Some("deloop-secret"), None),
+        deloop_http::auth::ApiKeys::parse(Some("deloop-secret"), None),
     )
     .await;
     let body = json!({"texts": ["hi"], "input_type": "request", "request_data": {}});

@@ -1,14 +1,10 @@
 //! Cross-cutting behaviour as middleware, not code inside handlers: auth,
 //! load shedding with a whole-request deadline, and request metrics.
 
-use std::time::Instant;
-
-use axum::body::{Body, HttpBody};
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 
 use crate::auth::{bearer, Access};
 use crate::error::ApiError;
@@ -68,19 +64,7 @@ pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> 
     };
     let deadline = state.0.settings.request_timeout();
     match tokio::time::timeout(deadline, next.run(req)).await {
-        Ok(res) => {
-            // A complete body (the usual JSON answer) is done: release the
-            // permit now. A streamed one holds it until its last chunk.
-            if res.body().size_hint().exact().is_some() {
-                return res;
-            }
-            let (parts, body) = res.into_parts();
-            let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
-                let _held = &permit;
-                chunk
-            }));
-            Response::from_parts(parts, body)
-        }
+        Ok(res) => deloop_http::limits::hold_until_end(res, permit),
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             format!(
@@ -94,19 +78,10 @@ pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> 
 
 /// Counts requests and their latency to the response head, by route pattern.
 pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let start = Instant::now();
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".to_string());
-    let method = req.method().as_str().to_string();
-    let res = next.run(req).await;
-    state.0.metrics.request(
-        &route,
-        &method,
-        res.status().as_u16(),
-        start.elapsed().as_secs_f64(),
-    );
-    res
+    deloop_http::metrics::track(state.metrics(), &route, req, next).await
 }

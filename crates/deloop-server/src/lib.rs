@@ -20,12 +20,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod auth;
 pub mod build;
 pub mod error;
 pub mod layers;
 pub mod mcp;
-pub mod metrics;
 pub mod openapi;
 pub mod oracle;
 pub mod routes;
@@ -33,15 +31,13 @@ pub mod sessions;
 pub mod state;
 pub mod streams;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderName, Method};
 use axum::{middleware, Extension, Router};
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -49,6 +45,8 @@ use utoipa_axum::routes;
 /// The `[server]` table, defined with the rest of `deloop.toml`.
 pub use deloop_config::server as settings;
 pub use deloop_config::server::{ServerSettings, SessionSettings, SettingsError};
+/// API keys and Prometheus metrics, shared with the proxy.
+pub use deloop_http::{auth, metrics};
 pub use error::{ApiError, ApiJson};
 pub use mcp::{serve_stdio, McpServer};
 pub use state::AppState;
@@ -115,18 +113,11 @@ pub fn router_and_document(state: AppState) -> (Router, utoipa::openapi::OpenApi
     if let Some(cors) = cors {
         app = app.layer(cors);
     }
-    let app = app.layer(
-        TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-            let id = req
-                .headers()
-                .get(&REQUEST_ID)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-        }),
-    )
-    .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
+    let app = deloop_http::trace::request_ids(
+        app,
+        REQUEST_ID,
+        |method, path, id| tracing::info_span!("request", method = %method, path = %path, request_id = %id),
+    );
     (app, doc)
 }
 
@@ -157,58 +148,5 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = Duration::from_secs(state.settings().shutdown_grace_secs);
-    serve_app(listener, router(state), grace, shutdown).await
-}
-
-/// Serves a router built from [`router`] (for example with the guarding
-/// proxy mounted as its fallback service, so deloop's own routes keep
-/// precedence) on `listener` until `shutdown` resolves; then stops
-/// accepting and lets in-flight requests finish for up to `grace`.
-pub async fn serve_app(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    grace: Duration,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        let _ = tx.send(true);
-    });
-    let deadline = async move {
-        let mut rx = rx;
-        let _ = rx.wait_for(|stopping| *stopping).await;
-        tokio::time::sleep(grace).await;
-        tracing::warn!(
-            grace_secs = grace.as_secs(),
-            "shutdown grace period over; exiting"
-        );
-    };
-    tokio::select! {
-        r = server.into_future() => r,
-        () = deadline => Ok(()),
-    }
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
+    deloop_http::serve::serve_app(listener, router(state), grace, shutdown).await
 }

@@ -98,7 +98,7 @@ pub fn log_found(
     tool: &str,
     v: &Verdict,
     action: &str,
-    metrics: Option<&deloop_server::metrics::Metrics>,
+    metrics: Option<&deloop_http::metrics::Metrics>,
 ) {
     let detector = v.detector.map_or("none", |d| d.as_str());
     tracing::info!(

@@ -19,9 +19,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use deloop_config::ProxySettings;
+use deloop_http::auth::ApiKeys;
+use deloop_http::metrics::Metrics;
 use deloop_proxy::ProxyState;
-use deloop_server::auth::ApiKeys;
-use deloop_server::metrics::Metrics;
 use serde_json::{json, Value};
 
 /// One scripted reply.

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         config.guards.clamp.clone(),
         key.as_deref(),
         keys,
-        Arc::new(deloop_server::metrics::Metrics::new()),
+        Arc::new(deloop_http::metrics::Metrics::new()),
     )
     .map_err(bad)?
     .with_loop_guard(guard.profile, guard.config);
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             state.upstream_url()
         );
         tracing::info!(%local, upstream = state.upstream_url(), auth, "proxying");
-        deloop_proxy::serve(listener, state, deloop_server::shutdown_signal(), grace).await?;
+        deloop_proxy::serve(listener, state, deloop_http::serve::shutdown_signal(), grace).await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)

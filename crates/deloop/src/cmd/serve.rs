@@ -132,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         open_oracle(config.clone(), args.db, state.clone(), failed_tx);
         let shutdown = async move {
             tokio::select! {
-                () = deloop_server::shutdown_signal() => {}
+                () = deloop_http::serve::shutdown_signal() => {}
                 Ok(e) = failed_rx => {
                     *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
                 }
@@ -146,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             // (`x-deloop-key`, stripped before forwarding).
             app = app.fallback_service(deloop_proxy::router(p));
         }
-        deloop_server::serve_app(listener, app, grace, shutdown).await?;
+        deloop_http::serve::serve_app(listener, app, grace, shutdown).await?;
         // The oracle failed to open: the reason, as the exit code says.
         let failed = failure
             .lock()

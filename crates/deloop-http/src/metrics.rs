@@ -1,7 +1,14 @@
 //! Prometheus metrics: requests and latency per route, loops cut and
-//! characters saved, tool-call verdicts by level and detector, sessions.
+//! characters saved, tool-call verdicts by level and detector, the proxy's
+//! tool-call loops, sessions, load shed. One registry serves `deloop serve`
+//! and the proxy mounted inside it.
 
 use std::sync::atomic::AtomicI64;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -54,7 +61,7 @@ pub struct ToolLoopLabels {
     pub action: String,
 }
 
-/// Every metric the server exports.
+/// Every metric deloop's HTTP services export.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RouteLabels, Counter>,
@@ -239,5 +246,56 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// Runs the request and records it in `metrics` under `route`: its
+/// status, and its latency to the response head. `route` must come from a
+/// fixed set (a route pattern, never the raw path), or the label set grows
+/// without bound.
+pub async fn track(metrics: &Metrics, route: &str, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().as_str().to_string();
+    let res = next.run(req).await;
+    metrics.request(
+        route,
+        &method,
+        res.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_renders_with_its_labels() {
+        let m = Metrics::new();
+        m.request("/v1/clamp", "POST", 200, 0.01);
+        m.loop_cut("proxy", "words", 120);
+        m.verdict("warning", Some("generic_repeat"));
+        m.verdict("ok", None);
+        m.tool_loop("reply", "critical", "generic_repeat", "blocked");
+        m.session_evicted();
+        m.sessions_expired(3);
+        m.set_sessions(7);
+        m.shed();
+        let text = m.render();
+        for line in [
+            r#"deloop_http_requests_total{route="/v1/clamp",method="POST",status="200"} 1"#,
+            r#"deloop_loops_cut_total{source="proxy",detector="words"} 1"#,
+            r#"deloop_chars_saved_total{source="proxy",detector="words"} 120"#,
+            r#"deloop_tool_call_verdicts_total{level="ok",detector="none"} 1"#,
+            r#"deloop_proxy_tool_loops_total{source="reply",level="critical",detector="generic_repeat",action="blocked"} 1"#,
+            "deloop_sessions_evicted_total 1",
+            "deloop_sessions_expired_total 3",
+            "deloop_sessions 7",
+            "deloop_requests_shed_total 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert_eq!(m.evictions(), 1);
     }
 }

@@ -1,8 +1,12 @@
-//! Optional bearer-token auth. Keys come from `DELOOP_API_KEYS` (comma
-//! separated) and `server.api_keys_file` (one per line, `#` comments).
-//! Keys are compared in constant time (as SHA-256 digests, so neither the
-//! content nor the length of a key leaks through timing) and never logged.
+//! Optional API-key auth. Keys come from `DELOOP_API_KEYS` (comma
+//! separated) and a key file (`server.api_keys_file`,
+//! `proxy.api_keys_file`: one per line, `#` comments). Keys are compared in
+//! constant time (as SHA-256 digests, so neither the content nor the length
+//! of a key leaks through timing) and never logged.
 
+use std::path::Path;
+
+use deloop_config::SettingsError;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -49,6 +53,24 @@ impl ApiKeys {
             .map(digest)
             .collect();
         ApiKeys { digests }
+    }
+
+    /// Keys from a comma-separated list (`DELOOP_API_KEYS`) and the key
+    /// file named by the setting `key` (`server.api_keys_file`, …); an
+    /// unreadable file is an error naming that setting.
+    pub fn load(
+        list: Option<&str>,
+        file: Option<&Path>,
+        key: &'static str,
+    ) -> Result<Self, SettingsError> {
+        let text = match file {
+            None => None,
+            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| SettingsError {
+                key,
+                message: format!("cannot read {}: {e}", p.display()),
+            })?),
+        };
+        Ok(ApiKeys::parse(list, text.as_deref()))
     }
 
     /// True when no key is configured (auth off).
@@ -116,6 +138,24 @@ mod tests {
         assert_eq!(bearer("bearer  abc "), Some("abc"));
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("abc"), None);
+    }
+
+    #[test]
+    fn load_reads_the_file_and_names_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys");
+        std::fs::write(&file, "# team\nfile-key\n").unwrap();
+        let k = ApiKeys::load(Some("env-key"), Some(&file), "proxy.api_keys_file").unwrap();
+        assert_eq!(k.check(Some("file-key")), Access::Granted);
+        assert_eq!(k.check(Some("env-key")), Access::Granted);
+        let err = ApiKeys::load(
+            None,
+            Some(&dir.path().join("absent")),
+            "proxy.api_keys_file",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "proxy.api_keys_file");
+        assert!(err.to_string().contains("cannot read"), "{err}");
     }
 
     #[test]
