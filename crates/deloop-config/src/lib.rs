@@ -266,8 +266,10 @@ impl Default for GuardsSection {
     }
 }
 
+pub mod loop_guard;
 pub mod proxy;
 pub mod server;
+pub use loop_guard::LoopGuardSettings;
 pub use proxy::ProxySettings;
 pub use server::{ServerSettings, SessionSettings, SettingsError};
 

@@ -4,6 +4,7 @@
 //! docs/proxy.md for what each key does.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -80,10 +81,28 @@ pub struct ProxySettings {
     /// note at the end of the request's messages when the latest round of
     /// calls repeats), `block` (also replace a reply's tool calls by an
     /// explanation when one is critical). `off` turns the check off.
-    /// Default `block` (docs/proxy.md says why). The profile and the
-    /// OpenClaw config are `server.sessions.profile` and
-    /// `server.sessions.loop_config`.
+    /// Default `block` (docs/proxy.md says why).
     pub tool_loops: String,
+    /// Tool-loop profile the histories and replies are judged with:
+    /// `default`, `openclaw` or `strict` (`DELOOP_PROXY_LOOP_PROFILE`).
+    /// Unset: the loop config's `profile`, else `default`.
+    pub loop_profile: Option<String>,
+    /// OpenClaw's `tools.loopDetection` block (JSON5 or JSON, per-agent
+    /// overrides included), as `deloop check --config` reads it
+    /// (`DELOOP_PROXY_LOOP_CONFIG`). Unset: the defaults.
+    pub loop_config: Option<PathBuf>,
+    /// A file with one of deloop's own API keys per line, checked against
+    /// `x-deloop-key` (`DELOOP_PROXY_API_KEYS_FILE`). Keys also come from
+    /// `DELOOP_API_KEYS` (comma separated, shared with `deloop serve`). No
+    /// key = auth off.
+    pub api_keys_file: Option<PathBuf>,
+    /// Log format on stderr of `deloop proxy`: `text` or `json`
+    /// (`DELOOP_LOG_FORMAT`, shared with `deloop serve`). Default `text`.
+    pub log_format: String,
+    /// Seconds in-flight streams get to finish after SIGTERM or Ctrl-C
+    /// (`deloop proxy`; inside `deloop serve` the server's own grace
+    /// applies). Default 30.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ProxySettings {
@@ -104,6 +123,11 @@ impl Default for ProxySettings {
             max_event_bytes: 1 << 20,
             concurrency_limit: 1024,
             tool_loops: "block".into(),
+            loop_profile: None,
+            loop_config: None,
+            api_keys_file: None,
+            log_format: "text".into(),
+            shutdown_grace_secs: 30,
         }
     }
 }
@@ -165,6 +189,18 @@ impl ProxySettings {
         }
         if let Some(v) = get("DELOOP_PROXY_CONCURRENCY_LIMIT") {
             self.concurrency_limit = parse_num("DELOOP_PROXY_CONCURRENCY_LIMIT", &v)?;
+        }
+        if let Some(v) = get("DELOOP_PROXY_LOOP_PROFILE") {
+            self.loop_profile = Some(v);
+        }
+        if let Some(v) = get("DELOOP_PROXY_LOOP_CONFIG") {
+            self.loop_config = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_PROXY_API_KEYS_FILE") {
+            self.api_keys_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("DELOOP_LOG_FORMAT") {
+            self.log_format = v;
         }
         self.validate()
     }
@@ -235,6 +271,15 @@ impl ProxySettings {
                     self.tool_loops,
                     TOOL_LOOP_ACTIONS.join(", ")
                 ),
+            });
+        }
+        if let Some(p) = &self.loop_profile {
+            crate::loop_guard::parse_profile("proxy.loop_profile", p)?;
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(SettingsError {
+                key: "proxy.log_format",
+                message: format!("{:?} is not `text` or `json`", self.log_format),
             });
         }
         let header = self.upstream_key_header.trim();
@@ -318,6 +363,20 @@ impl ProxySettings {
     pub fn idle_timeout(&self) -> Duration {
         Duration::from_secs(self.idle_timeout_secs)
     }
+
+    /// [`ProxySettings::shutdown_grace_secs`] as a duration.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// The tool-loop profile and config of [`ProxySettings::loop_profile`]
+    /// and [`ProxySettings::loop_config`], read and checked.
+    pub fn loop_guard(&self) -> Result<crate::loop_guard::LoopGuardSettings, SettingsError> {
+        crate::loop_guard::LoopGuardSettings::load(
+            ("proxy.loop_profile", self.loop_profile.as_deref()),
+            ("proxy.loop_config", self.loop_config.as_deref()),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -357,6 +416,18 @@ mod tests {
         assert_eq!(s.finish_reason, "length");
         assert_eq!(s.idle_timeout(), Duration::from_secs(5));
         assert_eq!(s.upstream_url().unwrap(), "http://h:1");
+        let mut s = ProxySettings::default();
+        s.apply_env(env(&[
+            ("DELOOP_PROXY_LOOP_PROFILE", "strict"),
+            ("DELOOP_PROXY_LOOP_CONFIG", "/etc/loops.json5"),
+            ("DELOOP_PROXY_API_KEYS_FILE", "/etc/keys"),
+            ("DELOOP_LOG_FORMAT", "json"),
+        ]))
+        .unwrap();
+        assert_eq!(s.loop_profile.as_deref(), Some("strict"));
+        assert_eq!(s.loop_config, Some(PathBuf::from("/etc/loops.json5")));
+        assert_eq!(s.api_keys_file, Some(PathBuf::from("/etc/keys")));
+        assert_eq!(s.log_format, "json");
         for (var, value, key) in [
             ("DELOOP_PROXY_EXACT", "maybe", "DELOOP_PROXY_EXACT"),
             ("DELOOP_PROXY_FINISH_REASON", "loop", "proxy.finish_reason"),
@@ -364,6 +435,8 @@ mod tests {
             ("DELOOP_PROXY_TOOL_LOOPS", "kill", "proxy.tool_loops"),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
+            ("DELOOP_PROXY_LOOP_PROFILE", "lenient", "proxy.loop_profile"),
+            ("DELOOP_LOG_FORMAT", "xml", "proxy.log_format"),
             (
                 "DELOOP_PROXY_IDLE_TIMEOUT",
                 "10s",

@@ -143,7 +143,7 @@ impl Default for SessionSettings {
 
 /// A setting that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("server setting {key}: {message}")]
+#[error("setting {key}: {message}")]
 pub struct SettingsError {
     /// The key, as written in `deloop.toml` (`server.listen`, …).
     pub key: &'static str,

@@ -14,7 +14,6 @@ use crate::json_reply::JsonSpec;
 use crate::request::RequestInfo;
 use crate::tool_loops::{LoopJudge, ToolLoopAction};
 use crate::upstream::Upstream;
-use deloop_core::loops::{LoopConfig, Profile};
 
 /// The proxy's shared state: settings, the loop guard's config, the
 /// upstream clients, deloop's own keys, metrics. Cheap to clone.
@@ -37,7 +36,9 @@ pub(crate) struct Inner {
 
 impl ProxyState {
     /// The state of a proxy with these settings (`settings.upstream` must
-    /// be set), the loop guard's config (`[guards.clamp]`), the upstream
+    /// be set; the tool-loop profile and config are read from
+    /// `settings.loop_profile` and `settings.loop_config`), the loop
+    /// guard's config (`[guards.clamp]`), the upstream
     /// key (`DELOOP_PROXY_UPSTREAM_KEY`), deloop's own API keys (checked
     /// against `x-deloop-key`; none = open) and the metrics to count in
     /// (shared with `deloop serve` when the proxy runs inside it).
@@ -51,8 +52,16 @@ impl ProxyState {
         settings.validate()?;
         let upstream = Upstream::new(&settings, upstream_key)?;
         let permits = Arc::new(Semaphore::new(settings.concurrency_limit));
-        let loops = ToolLoopAction::parse(&settings.tool_loops)
-            .map(|a| (a, LoopJudge::new(Profile::Default, LoopConfig::default())));
+        let loops = match ToolLoopAction::parse(&settings.tool_loops) {
+            None => None,
+            Some(action) => {
+                let guard = settings.loop_guard()?;
+                for a in &guard.adjustments {
+                    tracing::warn!("proxy loop config {a}");
+                }
+                Some((action, LoopJudge::new(guard.profile, guard.config)))
+            }
+        };
         Ok(ProxyState(Arc::new(Inner {
             settings,
             clamp,
@@ -63,18 +72,6 @@ impl ProxyState {
             loops,
             recent: Arc::default(),
         })))
-    }
-
-    /// Uses this profile and OpenClaw config for the tool-loop check
-    /// (`server.sessions.profile` and `server.sessions.loop_config`; the
-    /// default profile and config otherwise). No effect when the check is
-    /// off.
-    pub fn with_loop_guard(mut self, profile: Profile, config: LoopConfig) -> Self {
-        let inner = Arc::make_mut(&mut self.0);
-        if let Some((_, judge)) = &mut inner.loops {
-            *judge = LoopJudge::new(profile, config);
-        }
-        self
     }
 
     /// The tool-loop action and judge, when the check is on.
@@ -90,6 +87,11 @@ impl ProxyState {
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.0.metrics
+    }
+
+    /// Whether deloop's own keys are required (`x-deloop-key`).
+    pub fn has_keys(&self) -> bool {
+        !self.0.keys.is_empty()
     }
 
     /// The upstream root URL.
@@ -117,5 +119,69 @@ impl ProxyState {
             },
             max_json_bytes: s.max_reply_bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use deloop_core::loops::Profile;
+
+    use super::*;
+
+    fn state(settings: ProxySettings) -> Result<ProxyState, SettingsError> {
+        ProxyState::new(
+            ProxySettings {
+                upstream: "http://127.0.0.1:9".into(),
+                ..settings
+            },
+            ClampConfig::default(),
+            None,
+            ApiKeys::default(),
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    #[test]
+    fn the_loop_guard_comes_from_the_proxy_section() {
+        let s = state(ProxySettings::default()).unwrap();
+        assert_eq!(s.tool_loops().unwrap().1.profile(), Profile::Default);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("loops.json5");
+        std::fs::write(
+            &file,
+            "{ tools: { loopDetection: { profile: 'openclaw' } } }",
+        )
+        .unwrap();
+        let from_file = ProxySettings {
+            loop_config: Some(file.clone()),
+            ..ProxySettings::default()
+        };
+        let s = state(from_file).unwrap();
+        assert_eq!(s.tool_loops().unwrap().1.profile(), Profile::OpenClaw);
+        let named = ProxySettings {
+            loop_profile: Some("strict".into()),
+            loop_config: Some(file),
+            ..ProxySettings::default()
+        };
+        let s = state(named).unwrap();
+        assert_eq!(s.tool_loops().unwrap().1.profile(), Profile::Strict);
+    }
+
+    #[test]
+    fn loop_guard_errors_name_the_proxy_key() {
+        let missing = ProxySettings {
+            loop_config: Some("/nonexistent/loops.json5".into()),
+            ..ProxySettings::default()
+        };
+        assert_eq!(state(missing).unwrap_err().key, "proxy.loop_config");
+        let off = ProxySettings {
+            tool_loops: "off".into(),
+            loop_config: Some("/nonexistent/loops.json5".into()),
+            ..ProxySettings::default()
+        };
+        assert!(
+            state(off).unwrap().tool_loops().is_none(),
+            "not read when off"
+        );
     }
 }

@@ -2,11 +2,10 @@
 //! memory with its sweeper, or Valkey/Redis), the API keys, the tool-loop
 //! guard.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deloop_core::loops::{LoopConfig, Profile};
+use deloop_config::LoopGuardSettings;
 use deloop_core::repetition::ClampConfig;
 
 use crate::auth::ApiKeys;
@@ -21,53 +20,28 @@ use crate::state::AppState;
 /// config file, read and checked.
 pub fn guard_settings(settings: &ServerSettings) -> Result<GuardSettings, SettingsError> {
     let s = &settings.sessions;
-    let config = match &s.loop_config {
-        None => LoopConfig::default(),
-        Some(path) => read_loop_config(path)?,
-    };
-    let profile: Profile = match &s.profile {
-        Some(p) => p.parse().map_err(|_| SettingsError {
-            key: "server.sessions.profile",
-            message: format!("{p:?} is not one of default, openclaw, strict"),
-        })?,
-        None => config.base().profile.unwrap_or_default(),
-    };
+    let loops = LoopGuardSettings::load(
+        ("server.sessions.profile", s.profile.as_deref()),
+        ("server.sessions.loop_config", s.loop_config.as_deref()),
+    )?;
+    for a in &loops.adjustments {
+        tracing::warn!("loop config {a}");
+    }
     Ok(GuardSettings {
-        profile,
-        config,
+        profile: loops.profile,
+        config: loops.config,
         max_open_calls: s.max_open_calls,
     })
-}
-
-fn read_loop_config(path: &Path) -> Result<LoopConfig, SettingsError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SettingsError {
-        key: "server.sessions.loop_config",
-        message: format!("cannot read {}: {e}", path.display()),
-    })?;
-    let (config, adjustments) = LoopConfig::from_json5(&text).map_err(|e| SettingsError {
-        key: "server.sessions.loop_config",
-        message: format!(
-            "{}: {e} (the keys are listed in docs/loops.md)",
-            path.display()
-        ),
-    })?;
-    for a in adjustments {
-        tracing::warn!(file = %path.display(), "loop config {}: {} adjusted to {} ({})", a.key, a.from, a.to, a.reason);
-    }
-    Ok(config)
 }
 
 /// The API keys: `DELOOP_API_KEYS` (comma separated, given as `list`) and
 /// the key file of the settings.
 pub fn api_keys(settings: &ServerSettings, list: Option<&str>) -> Result<ApiKeys, SettingsError> {
-    let file = match &settings.api_keys_file {
-        None => None,
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| SettingsError {
-            key: "server.api_keys_file",
-            message: format!("cannot read {}: {e}", p.display()),
-        })?),
-    };
-    Ok(ApiKeys::parse(list, file.as_deref()))
+    ApiKeys::load(
+        list,
+        settings.api_keys_file.as_deref(),
+        "server.api_keys_file",
+    )
 }
 
 /// A state whose sessions live in this process, and the store (for its

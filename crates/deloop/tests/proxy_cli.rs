@@ -92,13 +92,18 @@ fn looping_upstream() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
 }
 
 fn post(url: &str, body: &str) -> String {
+    post_with(url, "", body)
+}
+
+/// [`post`] with extra header lines (each ending in `\r\n`).
+fn post_with(url: &str, headers: &str, body: &str) -> String {
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest.split_once('/').unwrap();
     let mut s = std::net::TcpStream::connect(host).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         s,
-        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -135,6 +140,29 @@ fn the_proxy_cuts_a_looping_stream_and_exits_0_on_sigterm() {
     }
 }
 
+/// `[proxy]` has its own key file: deloop's key is required in
+/// `x-deloop-key`, and the file's keys are accepted.
+#[test]
+fn the_proxy_reads_its_own_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("proxy-keys");
+    std::fs::write(&keys, "# the proxy's clients\nproxy-key\n").unwrap();
+    let (upstream, _sent) = looping_upstream();
+    let proxy = start(
+        &upstream,
+        &[("DELOOP_PROXY_API_KEYS_FILE", keys.to_str().unwrap())],
+    );
+    let url = format!("{}/v1/chat/completions", proxy.url);
+    let body = r#"{"model":"m","messages":[],"stream":true}"#;
+    let raw = post(&url, body);
+    assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    let raw = post_with(&url, "x-deloop-key: wrong\r\n", body);
+    assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
+    let raw = post_with(&url, "x-deloop-key: proxy-key\r\n", body);
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("data: [DONE]"), "{raw}");
+}
+
 #[test]
 fn startup_failures_use_the_exit_code_table() {
     let clean = tempfile::tempdir().unwrap();
@@ -168,6 +196,34 @@ fn startup_failures_use_the_exit_code_table() {
     let (code, err) = run(&["--upstream", "127.0.0.1:9"], &[]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("proxy.upstream"), "{err}");
+    // The proxy's own loop guard settings, checked at startup.
+    let (code, err) = run(
+        &["--upstream", "http://127.0.0.1:9"],
+        &[("DELOOP_PROXY_LOOP_PROFILE", "lenient")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("proxy.loop_profile"), "{err}");
+    let (code, err) = run(
+        &["--upstream", "http://127.0.0.1:9"],
+        &[("DELOOP_PROXY_LOOP_CONFIG", "/nonexistent/loops.json5")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("proxy.loop_config"), "{err}");
+    // A key file set for the server only would leave the proxy open: exit
+    // 2, naming the proxy's key.
+    let cfg = clean.path().join("server-keys.toml");
+    std::fs::write(&cfg, "[server]\napi_keys_file = \"keys\"\n").unwrap();
+    let (code, err) = run(
+        &[
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("proxy.api_keys_file"), "{err}");
     // The port in use: exit 1 with advice.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

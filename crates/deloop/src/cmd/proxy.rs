@@ -4,6 +4,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use deloop_config::Config;
+use deloop_http::auth::ApiKeys;
+use deloop_http::metrics::Metrics;
+use deloop_proxy::ProxyState;
+
 use crate::exit::{BadInput, Exit};
 
 /// Flags of `deloop proxy`.
@@ -50,22 +55,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         ))
     })?;
     let addr = config.proxy.listen_addr().map_err(bad)?;
-    super::serve::init_logging(&config.server.log_format);
-    let list = std::env::var("DELOOP_API_KEYS").ok();
-    let keys = deloop_server::build::api_keys(&config.server, list.as_deref()).map_err(bad)?;
-    let auth = !keys.is_empty();
-    let key = deloop_config::ProxySettings::upstream_key(env);
-    let guard = deloop_server::build::guard_settings(&config.server).map_err(bad)?;
-    let state = deloop_proxy::ProxyState::new(
-        config.proxy.clone(),
-        config.guards.clamp.clone(),
-        key.as_deref(),
-        keys,
-        Arc::new(deloop_http::metrics::Metrics::new()),
-    )
-    .map_err(bad)?
-    .with_loop_guard(guard.profile, guard.config);
-    let grace = std::time::Duration::from_secs(config.server.shutdown_grace_secs);
+    super::serve::init_logging(&config.proxy.log_format);
+    let state = state(&config, Arc::new(Metrics::new()))?;
+    let auth = state.has_keys();
+    let grace = config.proxy.shutdown_grace();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -85,4 +78,70 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)
+}
+
+/// The proxy of `config.proxy` (its environment already applied), counting
+/// in `metrics`, for `deloop proxy` and for `deloop serve`, which mounts it
+/// behind its own routes. The proxy reads only `[proxy]`: deloop's own keys
+/// are `DELOOP_API_KEYS` and `proxy.api_keys_file`, the tool-loop guard is
+/// `proxy.loop_profile` and `proxy.loop_config`.
+pub(crate) fn state(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<ProxyState> {
+    moved_keys(config)?;
+    let bad = |e: deloop_config::SettingsError| BadInput(e.to_string());
+    let list = std::env::var("DELOOP_API_KEYS").ok();
+    let keys = ApiKeys::load(
+        list.as_deref(),
+        config.proxy.api_keys_file.as_deref(),
+        "proxy.api_keys_file",
+    )
+    .map_err(bad)?;
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let key = deloop_config::ProxySettings::upstream_key(env);
+    Ok(ProxyState::new(
+        config.proxy.clone(),
+        config.guards.clamp.clone(),
+        key.as_deref(),
+        keys,
+        metrics,
+    )
+    .map_err(bad)?)
+}
+
+/// `[server]` keys the proxy read before it had its own: a key file set
+/// only for the server would leave the proxy without keys, so that is an
+/// error; a loop profile or config set only for the server is a warning
+/// (the proxy judges with the defaults).
+fn moved_keys(config: &Config) -> anyhow::Result<()> {
+    let (server, proxy) = (&config.server, &config.proxy);
+    if server.api_keys_file.is_some() && proxy.api_keys_file.is_none() {
+        return Err(BadInput(
+            "server.api_keys_file is set but proxy.api_keys_file is not: the proxy no longer \
+             reads the server's key file; set proxy.api_keys_file (or \
+             DELOOP_PROXY_API_KEYS_FILE) to the same file to keep one set of keys"
+                .into(),
+        )
+        .into());
+    }
+    for (set, unset, server_key, proxy_key) in [
+        (
+            server.sessions.profile.is_some(),
+            proxy.loop_profile.is_none(),
+            "server.sessions.profile",
+            "proxy.loop_profile",
+        ),
+        (
+            server.sessions.loop_config.is_some(),
+            proxy.loop_config.is_none(),
+            "server.sessions.loop_config",
+            "proxy.loop_config",
+        ),
+    ] {
+        if set && unset {
+            tracing::warn!(
+                "{server_key} applies to the session API only; the proxy judges tool calls \
+                 with {proxy_key}, which is not set (the default is used)"
+            );
+        }
+    }
+    Ok(())
 }

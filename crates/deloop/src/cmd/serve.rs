@@ -161,33 +161,23 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
 }
 
 /// The guarding proxy to mount behind deloop's routes, when an upstream is
-/// configured (`proxy.upstream`, `DELOOP_PROXY_UPSTREAM`): the same API
-/// keys (sent in `x-deloop-key` on proxied paths, since `Authorization`
-/// belongs to the upstream), the same metrics, the same tool-loop profile.
+/// configured (`proxy.upstream`, `DELOOP_PROXY_UPSTREAM`), counting in the
+/// server's metrics. It is configured by `[proxy]` as `deloop proxy` is
+/// (deloop's key goes in `x-deloop-key` on proxied paths, since
+/// `Authorization` belongs to the upstream).
 fn mounted_proxy(
     config: &mut Config,
     state: &deloop_server::AppState,
 ) -> anyhow::Result<Option<deloop_proxy::ProxyState>> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let bad = |e: deloop_config::SettingsError| BadInput(e.to_string());
-    config.proxy.apply_env(env).map_err(bad)?;
+    config
+        .proxy
+        .apply_env(env)
+        .map_err(|e| BadInput(e.to_string()))?;
     if config.proxy.upstream.trim().is_empty() {
         return Ok(None);
     }
-    let guard = deloop_server::build::guard_settings(&config.server).map_err(bad)?;
-    let list = std::env::var("DELOOP_API_KEYS").ok();
-    let keys = deloop_server::build::api_keys(&config.server, list.as_deref()).map_err(bad)?;
-    let key = deloop_config::ProxySettings::upstream_key(env);
-    let proxy = deloop_proxy::ProxyState::new(
-        config.proxy.clone(),
-        config.guards.clamp.clone(),
-        key.as_deref(),
-        keys,
-        state.metrics().clone(),
-    )
-    .map_err(bad)?
-    .with_loop_guard(guard.profile, guard.config);
-    Ok(Some(proxy))
+    super::proxy::state(config, state.metrics().clone()).map(Some)
 }
 
 /// Opens the oracle off the async threads (SQLite; the first start builds
