@@ -84,6 +84,24 @@ mod tests {
         out
     }
 
+    /// `app` served on a free port of 127.0.0.1 until the sender fires.
+    async fn start(
+        app: Router,
+        grace: Duration,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_app(listener, app, grace, async move {
+            let _ = stop_rx.await;
+        }));
+        (addr, stop_tx, server)
+    }
+
     /// A request in flight when shutdown begins still gets its whole
     /// answer; the server then returns.
     #[tokio::test]
@@ -100,17 +118,7 @@ mod tests {
                 async move { Body::from_stream(s) }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve_app(
-            listener,
-            app,
-            Duration::from_secs(60),
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
+        let (addr, stop_tx, server) = start(app, Duration::from_secs(60)).await;
         let client = tokio::spawn(get_text(addr, "/stream"));
         chunks_tx.send(Bytes::from_static(b"first;")).await.unwrap();
         // The stream has started; now shut down with it in flight.
@@ -137,17 +145,7 @@ mod tests {
                 Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>())
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve_app(
-            listener,
-            app,
-            Duration::from_millis(50),
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
+        let (addr, stop_tx, server) = start(app, Duration::from_millis(50)).await;
         let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         tcp.write_all(b"GET /forever HTTP/1.1\r\nhost: x\r\n\r\n")
             .await
