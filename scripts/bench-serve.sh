@@ -44,10 +44,10 @@
 # ../shared).
 set -euo pipefail
 
-OHA_VERSION=1.16.0
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=${DELOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deloop}
-OHA="$CACHE/oha-$OHA_VERSION/bin/oha"
+BENCH=bench-serve.sh
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 SHARED=${DELOOP_SHARED_DIR:-$ROOT/../shared}
 
 PHASES=calls,clamp,latency,soak
@@ -61,23 +61,16 @@ BIN=
 BUILD=1
 OUT=
 
-die() {
-  echo "bench-serve.sh: $*" >&2
-  exit 1
-}
-note() { echo "bench-serve.sh: $*" >&2; }
-
 while [ $# -gt 0 ]; do
+  common_option "$@"
+  if [ "$SHIFT" -gt 0 ]; then
+    shift "$SHIFT"
+    continue
+  fi
   case "$1" in
     --only) PHASES=${2:?--only needs a list}; shift 2 ;;
-    --duration) DURATION=${2:?--duration needs seconds}; shift 2 ;;
-    --connections) CONNECTIONS=${2:?--connections needs a number}; shift 2 ;;
     --soak-cap) SOAK_CAP=${2:?--soak-cap needs a number}; shift 2 ;;
     --quick) DURATION=3; SOAK_SESSIONS=10000; SOAK_SECS=10; SOAK_CAP=2000; shift ;;
-    --bin) BIN=${2:?--bin needs a path}; BUILD=0; shift 2 ;;
-    --no-build) BUILD=0; shift ;;
-    --out) OUT=${2:?--out needs a file}; shift 2 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -90,97 +83,10 @@ for tool in curl jq python3; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is needed"
 done
 
-# --- oha --------------------------------------------------------------------
-if ! { [ -x "$OHA" ] && "$OHA" --version 2>/dev/null | grep -q "$OHA_VERSION"; }; then
-  note "installing oha $OHA_VERSION into $CACHE/oha-$OHA_VERSION (cargo install --locked)"
-  cargo install oha --version "$OHA_VERSION" --locked --root "$CACHE/oha-$OHA_VERSION" >&2
-fi
+ensure_oha
+ensure_deloop
+bench_scratch
 
-# --- deloop -----------------------------------------------------------------
-if [ -z "$BIN" ]; then
-  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/deloop"
-  if [ "$BUILD" = 1 ]; then
-    note "building the release deloop"
-    (cd "$ROOT" && cargo build --release --locked -p deloop >&2)
-  fi
-fi
-[ -x "$BIN" ] || die "no deloop binary at $BIN (build it, or pass --bin)"
-
-SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/deloop-bench.XXXXXX")
-SERVER_PID=
-cleanup() {
-  stop_server
-  rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-load1() { cut -d' ' -f1 /proc/loadavg; }
-
-# start_server NAME TOML: serves from a fresh folder; sets SERVER_PID and URL.
-start_server() {
-  local name=$1 toml=$2 dir="$SCRATCH/$1"
-  mkdir -p "$dir"
-  printf '%s\n' "$toml" >"$dir/deloop.toml"
-  (cd "$dir" && exec env -u DELOOP_CONFIG -u DELOOP_API_KEYS -u DELOOP_API_KEYS_FILE \
-    -u DELOOP_DB -u DELOOP_LISTEN -u DELOOP_LOG -u DELOOP_LOOP_PROFILE -u DELOOP_LOOP_CONFIG \
-    -u GEMINI_API_KEY -u OPENAI_API_KEY -u OPENAI_BASE_URL -u DELOOP_LLM_PROVIDER \
-    DELOOP_EMBEDDER=none "$BIN" serve --listen 127.0.0.1:0 --config "$dir/deloop.toml" \
-    </dev/null >/dev/null 2>"$dir/server.log") &
-  SERVER_PID=$!
-  URL=
-  for _ in $(seq 1 600); do
-    URL=$(sed -n 's/^deloop: listening on //p' "$dir/server.log" | head -n1)
-    [ -n "$URL" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited: $(cat "$dir/server.log")"
-    sleep 0.1
-  done
-  [ -n "$URL" ] || die "the server did not listen within 60 s"
-  for _ in $(seq 1 1200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited: $(cat "$dir/server.log")"
-    sleep 0.1
-  done
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] ||
-    die "the server was not ready within 120 s"
-  note "$name: deloop serve (pid $SERVER_PID) at $URL"
-}
-
-stop_server() {
-  if [ -n "$SERVER_PID" ]; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=
-  fi
-}
-
-metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
-
-# run_oha OUT.json ARGS...: oha with JSON output; no TUI.
-run_oha() {
-  local out=$1
-  shift
-  "$OHA" --no-tui --output-format json --wait-ongoing-requests-after-deadline "$@" >"$out"
-}
-
-# Figures from an oha JSON report.
-rps() { jq -r '.summary.requestsPerSec | floor' "$1"; }
-p50_ms() { jq -r '.latencyPercentiles.p50 * 1000 * 100 | round / 100' "$1"; }
-p99_ms() { jq -r '.latencyPercentiles.p99 * 1000 * 100 | round / 100' "$1"; }
-# Responses that are not 2xx, plus transport errors.
-errors() {
-  jq -r '([.statusCodeDistribution | to_entries[] | select((.key | tonumber) >= 300) | .value] | add // 0)
-         + ([.errorDistribution | to_entries[] | .value] | add // 0)' "$1"
-}
-total() { jq -r '([.statusCodeDistribution[]] | add // 0) + ([.errorDistribution[]] | add // 0)' "$1"; }
-
-ROWS=()
-row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 |"); }
-met() { if [ "$1" = 1 ]; then echo met; else echo "**missed**"; fi; }
-ge() { python3 -c "import sys; print(1 if float(sys.argv[1]) >= float(sys.argv[2]) else 0)" "$1" "$2"; }
-le() { python3 -c "import sys; print(1 if float(sys.argv[1]) <= float(sys.argv[2]) else 0)" "$1" "$2"; }
-
-CALL_BODY='{"tool":"read","args":{"path":"/workspace/src/main.rs"}}'
 CALLS_URL_RE='/v1/sessions/bench-[0-9]{3}/calls' # 1,000 sessions
 
 # The 4 KB healthy answer: two real healthy answers of the corpus (lists,
@@ -278,7 +184,7 @@ max_sessions = $cap"
   expired=$(metric deloop_sessions_expired_total)
   e=$(errors "$out")
   secs=$(jq -r '.summary.total | round' "$out")
-  stop_server
+  stop_servers
   # first / last / max RSS, and the spread once the cap is reached.
   local stats
   stats=$(python3 - "$samples" "$cap" <<'PY'
@@ -319,7 +225,7 @@ PY
 }
 
 # --- the runs ---------------------------------------------------------------
-note "oha $("$OHA" --version | awk '{print $2}'), deloop $("$BIN" --version | awk '{print $2}') ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+print_machine
 
 if has_phase calls || has_phase clamp || has_phase latency; then
   make_clamp_body
@@ -338,18 +244,11 @@ concurrency_limit = 1024"
     fixed_rate "calls p99" -d "$CALL_BODY" --rand-regex-url "$URL$CALLS_URL_RE"
     fixed_rate "clamp p99" -D "$CLAMP_BODY" "$URL/v1/clamp"
   fi
-  stop_server
+  stop_servers
 fi
 if has_phase soak; then
   soak "soak-capped" "$SOAK_CAP"
   soak "soak-all-fit" "$SOAK_SESSIONS"
 fi
 
-{
-  echo
-  echo "deloop serve load benchmark: $(date -u +%Y-%m-%d), $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), oha $OHA_VERSION on the same machine, deloop $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo
-  echo "| run | result | target | | load avg (1 min) before / after |"
-  echo "|---|---|---|---|---|"
-  printf '%s\n' "${ROWS[@]}"
-} | tee ${OUT:+"$OUT"}
+print_table "deloop serve load benchmark" "$OUT"
