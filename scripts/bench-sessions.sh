@@ -13,10 +13,10 @@
 #   memory   100,000 new sessions (one call each, as fast as it goes, one
 #            replica): Valkey's `INFO memory` used_memory and the replica's
 #            resident memory before and after; then the saved state of one
-#            session (HSTRLEN snap, MEMORY USAGE of its keys): after the
-#            calls runs, the longest OpenClaw scenario, one run with a full
-#            history, 64 runs with full histories, and more calls waiting
-#            for results than max_open_calls.
+#            session (HSTRLEN snap, MEMORY USAGE of its keys): the longest
+#            OpenClaw scenario, one run with a full history, 64 runs with
+#            full histories, and more calls waiting for results than
+#            max_open_calls. (The calls runs report their sessions' sizes too.)
 # With 3 replicas each replica gets its own oha and its share of the
 # sessions (by the first digit of bench-NNN: 3, 3 and 4 hundreds), of the
 # connections and of the rate; the figures are the sums (requests/s,
