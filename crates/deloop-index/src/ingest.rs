@@ -6,9 +6,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
 
+use crate::backend::{NewChunk, NewDocument};
 use crate::chunk::{chunk_text, Chunk};
 use crate::embed::{normalize, Embedder};
 use crate::store::{EmbedderInfo, Index};
@@ -147,14 +147,7 @@ impl Index {
         }
 
         // Remove indexed files under these roots that are gone.
-        let known: Vec<(i64, String)> = {
-            let mut st = self
-                .conn
-                .prepare("SELECT id, key FROM documents WHERE kind='file'")?;
-            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for (id, key) in known {
+        for (id, key) in self.backend.documents("file")? {
             let under = roots.iter().any(|r| Path::new(&key).starts_with(r));
             if under && !seen_keys.contains(&key) {
                 self.delete_document(id)?;
@@ -172,12 +165,7 @@ impl Index {
         stats: &mut IndexStats,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
-        let existing: Option<(i64, String)> = self
-            .conn
-            .query_row("SELECT id, hash FROM documents WHERE key=?1", [key], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
+        let existing = self.backend.document(key)?;
         let bytes = match std::fs::read(file) {
             Ok(b) => b,
             Err(e) => {
@@ -212,21 +200,17 @@ impl Index {
         let pending: Vec<Pending> = chunks.into_iter().map(pending_from_chunk).collect();
         let vectors = embed_all(embedder, &pending)?;
 
-        let tx = self.conn.transaction()?;
-        if let Some((id, _)) = existing {
-            tx.execute("DELETE FROM chunks WHERE document_id=?1", [id])?;
-            tx.execute("DELETE FROM documents WHERE id=?1", [id])?;
-        }
-        tx.execute(
-            "INSERT INTO documents(key, kind, doc_id, source, hash) VALUES(?1,'file',NULL,?1,?2)",
-            params![key, hash],
-        )?;
-        let doc = tx.last_insert_rowid();
-        insert_chunks(&tx, doc, &pending, vectors.as_deref())?;
-        tx.commit()?;
-        self.invalidate();
+        let chunks_written = pending.len() as u64;
+        self.backend.write_documents(&[NewDocument {
+            kind: "file",
+            key: key.to_string(),
+            doc_id: None,
+            source: key.to_string(),
+            hash,
+            chunks: new_chunks(pending, vectors),
+        }])?;
         stats.updated += 1;
-        stats.chunks_written += pending.len() as u64;
+        stats.chunks_written += chunks_written;
         Ok(())
     }
 
@@ -271,12 +255,7 @@ impl Index {
             let key = format!("beir:{id}");
             seen.insert(key.clone());
             let hash = sha256_hex(&[title.as_bytes(), b"\0", text.as_bytes()]);
-            let old: Option<String> = self
-                .conn
-                .query_row("SELECT hash FROM documents WHERE key=?1", [&key], |r| {
-                    r.get(0)
-                })
-                .optional()?;
+            let old = self.backend.document(&key)?.map(|(_, hash)| hash);
             if old.as_deref() == Some(hash.as_str()) {
                 stats.unchanged += 1;
             } else {
@@ -306,14 +285,7 @@ impl Index {
         }
         self.write_beir_batch(&mut batch, embedder, &mut stats)?;
 
-        let known: Vec<(i64, String)> = {
-            let mut st = self
-                .conn
-                .prepare("SELECT id, key FROM documents WHERE kind='beir'")?;
-            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for (id, key) in known {
+        for (id, key) in self.backend.documents("beir")? {
             if !seen.contains(&key) {
                 self.delete_document(id)?;
                 stats.removed += 1;
@@ -339,31 +311,27 @@ impl Index {
             }
             None => None,
         };
-        let tx = self.conn.transaction()?;
-        for (i, (id, hash, p)) in batch.iter().enumerate() {
-            let key = format!("beir:{id}");
-            tx.execute(
-                "DELETE FROM chunks WHERE document_id IN (SELECT id FROM documents WHERE key=?1)",
-                [&key],
-            )?;
-            tx.execute("DELETE FROM documents WHERE key=?1", [&key])?;
-            tx.execute(
-                "INSERT INTO documents(key, kind, doc_id, source, hash) VALUES(?1,'beir',?2,?2,?3)",
-                params![key, id, hash],
-            )?;
-            let doc = tx.last_insert_rowid();
-            let v = vectors.as_ref().map(|v| &v[i..i + 1]);
-            insert_chunks(&tx, doc, std::slice::from_ref(p), v)?;
-        }
-        tx.commit()?;
-        self.invalidate();
-        stats.updated += batch.len() as u64;
-        stats.chunks_written += batch.len() as u64;
-        batch.clear();
+        let mut vectors = vectors.map(Vec::into_iter);
+        let docs: Vec<NewDocument> = batch
+            .drain(..)
+            .map(|(id, hash, p)| {
+                let vector = vectors.as_mut().and_then(Iterator::next);
+                NewDocument {
+                    kind: "beir",
+                    key: format!("beir:{id}"),
+                    source: id.clone(),
+                    doc_id: Some(id),
+                    hash,
+                    chunks: new_chunks(vec![p], vector.map(|v| vec![v])),
+                }
+            })
+            .collect();
+        self.backend.write_documents(&docs)?;
+        stats.updated += docs.len() as u64;
+        stats.chunks_written += docs.len() as u64;
         Ok(())
     }
-
-    fn claim(&self, embedder: Option<&dyn Embedder>) -> Result<String> {
+    fn claim(&mut self, embedder: Option<&dyn Embedder>) -> Result<String> {
         let info = match embedder {
             Some(e) => EmbedderInfo {
                 id: e.id().to_string(),
@@ -379,12 +347,7 @@ impl Index {
     }
 
     fn delete_document(&mut self, id: i64) -> Result<()> {
-        let tx = self.conn.transaction()?;
-        tx.execute("DELETE FROM chunks WHERE document_id=?1", [id])?;
-        tx.execute("DELETE FROM documents WHERE id=?1", [id])?;
-        tx.commit()?;
-        self.invalidate();
-        Ok(())
+        self.backend.delete_document(id)
     }
 
     fn finish(&self, stats: &mut IndexStats, started: Instant) -> Result<IndexStats> {
@@ -444,33 +407,20 @@ fn checked_embed(e: &dyn Embedder, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
     Ok(vectors)
 }
 
-fn insert_chunks<P: std::borrow::Borrow<Pending>>(
-    tx: &rusqlite::Transaction<'_>,
-    doc: i64,
-    pending: &[P],
-    vectors: Option<&[Vec<f32>]>,
-) -> Result<()> {
-    let mut st = tx.prepare_cached(
-        "INSERT INTO chunks(document_id, heading, body, trail, start_line, end_line, vector)
-         VALUES(?1,?2,?3,?4,?5,?6,?7)",
-    )?;
-    for (i, p) in pending.iter().enumerate() {
-        let p = p.borrow();
-        let trail = serde_json::to_string(&p.trail).unwrap_or_else(|_| "[]".into());
-        let blob: Option<Vec<u8>> = vectors
-            .and_then(|v| v.get(i))
-            .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect());
-        st.execute(params![
-            doc,
-            p.heading,
-            p.body,
-            trail,
-            p.start_line as i64,
-            p.end_line as i64,
-            blob
-        ])?;
-    }
-    Ok(())
+/// The chunks to write, each with its vector (when there are vectors).
+fn new_chunks(pending: Vec<Pending>, vectors: Option<Vec<Vec<f32>>>) -> Vec<NewChunk> {
+    let mut vectors = vectors.map(Vec::into_iter);
+    pending
+        .into_iter()
+        .map(|p| NewChunk {
+            heading: p.heading,
+            body: p.body,
+            trail: p.trail,
+            start_line: p.start_line,
+            end_line: p.end_line,
+            vector: vectors.as_mut().and_then(Iterator::next),
+        })
+        .collect()
 }
 
 fn parse_beir_line(line: &str) -> std::result::Result<(String, String, String), String> {

@@ -1,6 +1,8 @@
-//! Storage and retrieval for deloop's library oracle: one SQLite file holding
-//! chunks of markdown/text documents (or a BEIR corpus), an FTS5/BM25 lexical
-//! index, optional embedding vectors, and a HyDE passage cache.
+//! Storage and retrieval for deloop's library oracle: chunks of
+//! markdown/text documents (or a BEIR corpus), a BM25 lexical index,
+//! optional embedding vectors, and a HyDE passage cache, in one SQLite file
+//! (FTS5) or in a PostgreSQL database with pgvector (`postgres://…`). Both
+//! backends give the same chunks, ids and BM25 rankings.
 //!
 //! ```
 //! use deloop_index::{Index, Retrieval, SearchRequest};
@@ -18,14 +20,18 @@
 //! ```
 #![deny(missing_docs)]
 
+mod backend;
+pub mod bm25;
 pub mod chunk;
 pub mod embed;
 mod ingest;
+mod lexer;
 pub mod onnx;
 mod search;
 mod stopwords;
 mod store;
 
+pub use backend::{display_location, is_database_url};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
     cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, LocalEmbedder,
@@ -82,6 +88,11 @@ pub enum Error {
     /// SQLite failed.
     #[error("index database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed, or its server cannot hold a deloop index (too old,
+    /// no `vector` extension). The message names the database (never its
+    /// password) and what to do.
+    #[error("{0}")]
+    Postgres(String),
 }
 
 /// The result type of this crate.

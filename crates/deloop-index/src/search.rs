@@ -3,12 +3,8 @@
 //! may add its own ranking to the fusion ([`PassageRanking`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use rusqlite::params;
-
-use crate::embed::normalize;
-use crate::store::{Index, VectorCache};
+use crate::store::Index;
 use crate::{Error, Result};
 
 /// The usual RRF constant (Cormack et al. 2009).
@@ -16,11 +12,6 @@ pub const DEFAULT_RRF_K: f32 = 60.0;
 
 /// Distinct terms kept from a query (question first, then expansion).
 const MAX_QUERY_TERMS: usize = 64;
-/// BM25 weight of the heading column (the heading trail; a BEIR title):
-/// a query word in a heading counts twice as much as one in the body.
-const HEADING_WEIGHT: f64 = 2.0;
-/// BM25 weight of the body column.
-const BODY_WEIGHT: f64 = 1.0;
 /// Candidates taken from each list before fusion: at least this many.
 const MIN_FUSION_DEPTH: usize = 100;
 /// How many of the best chunks of the passage's list and of the question's
@@ -231,27 +222,27 @@ impl Index {
         let mut fallback = None;
         let mut mode = req.mode;
         if mode != Retrieval::Lexical {
-            let have = self.vector_cache()?;
-            if have.ids.is_empty() {
+            let have = self.backend.vector_dim()?;
+            if let Some(dim) = have.filter(|_| req.vector.is_some()) {
+                let v = req.vector.as_ref().expect("checked");
+                let passage = req.passage.as_ref().and_then(|p| p.vector.as_ref());
+                for (what, v) in
+                    std::iter::once(("query", v)).chain(passage.map(|p| ("passage", p)))
+                {
+                    if v.len() != dim {
+                        return Err(Error::BadInput(format!(
+                            "{what} vector has {} dimensions, the index's vectors have {dim}",
+                            v.len(),
+                        )));
+                    }
+                }
+            } else if have.is_none() {
                 fallback = Some(match self.embedder_info()? {
                     Some(e) if e.is_none() => {
                         "the index holds no vectors (built with --embedder none)".to_string()
                     }
                     _ => "the index holds no vectors".to_string(),
                 });
-            } else if let Some(v) = &req.vector {
-                let passage = req.passage.as_ref().and_then(|p| p.vector.as_ref());
-                for (what, v) in
-                    std::iter::once(("query", v)).chain(passage.map(|p| ("passage", p)))
-                {
-                    if v.len() != have.dim {
-                        return Err(Error::BadInput(format!(
-                            "{what} vector has {} dimensions, the index's vectors have {}",
-                            v.len(),
-                            have.dim
-                        )));
-                    }
-                }
             } else {
                 fallback = Some("no query vector (no embedder available)".to_string());
             }
@@ -319,102 +310,18 @@ impl Index {
         })
     }
 
-    /// BM25 over the FTS5 table: `(chunk id, -bm25)`, best first.
+    /// BM25 over the query's words: `(chunk id, -bm25)`, best first.
     fn lexical(&self, text: &str, expansion: Option<&str>, k: usize) -> Result<Vec<(i64, f32)>> {
-        let Some(q) = fts_query(text, expansion) else {
-            return Ok(Vec::new());
-        };
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        let mut st = self.conn.prepare_cached(
-            "SELECT rowid, bm25(chunks_fts, ?3, ?4) AS s FROM chunks_fts
-             WHERE chunks_fts MATCH ?1 ORDER BY s LIMIT ?2",
-        )?;
-        let rows = st.query_map(params![q, k as i64, HEADING_WEIGHT, BODY_WEIGHT], |r| {
-            Ok((r.get::<_, i64>(0)?, -(r.get::<_, f64>(1)? as f32)))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.backend.lexical(&query_terms(text, expansion), k)
     }
 
-    /// Exact cosine over all stored (unit-length) vectors, best first.
+    /// Cosine over the stored (unit-length) vectors, best first.
     fn vector(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>> {
-        let cache = self.vector_cache()?;
-        if cache.ids.is_empty() || query.len() != cache.dim || k == 0 {
-            return Ok(Vec::new());
-        }
-        let mut q = query.to_vec();
-        normalize(&mut q);
-        let mut scored: Vec<(i64, f32)> = cache
-            .data
-            .chunks_exact(cache.dim)
-            .zip(&cache.ids)
-            .map(|(v, &id)| (id, v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>()))
-            .collect();
-        let better = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if scored.len() > k {
-            scored.select_nth_unstable_by(k - 1, better);
-            scored.truncate(k);
-        }
-        scored.sort_by(better);
-        Ok(scored)
-    }
-
-    /// All vectors, loaded once and kept until the next write.
-    fn vector_cache(&self) -> Result<Arc<VectorCache>> {
-        if let Some(c) = self.vectors.borrow().as_ref() {
-            return Ok(Arc::clone(c));
-        }
-        let mut cache = VectorCache::default();
-        let mut st = self
-            .conn
-            .prepare("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")?;
-        let mut rows = st.query([])?;
-        while let Some(row) = rows.next()? {
-            let id: i64 = row.get(0)?;
-            let blob: Vec<u8> = row.get(1)?;
-            let dim = blob.len() / 4;
-            if dim == 0 || !blob.len().is_multiple_of(4) || (cache.dim != 0 && dim != cache.dim) {
-                return Err(Error::Schema(format!(
-                    "chunk {id} has a malformed vector ({} bytes): rebuild with --reindex",
-                    blob.len()
-                )));
-            }
-            cache.dim = dim;
-            cache.ids.push(id);
-            cache.data.extend(
-                blob.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            );
-        }
-        let cache = Arc::new(cache);
-        *self.vectors.borrow_mut() = Some(Arc::clone(&cache));
-        Ok(cache)
+        self.backend.vector(query, k)
     }
 
     fn load_matches(&self, ranked: &[(i64, f32)]) -> Result<Vec<ChunkMatch>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT c.body, c.trail, c.start_line, c.end_line, d.source, d.doc_id
-             FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id=?1",
-        )?;
-        let mut out = Vec::with_capacity(ranked.len());
-        for &(id, score) in ranked {
-            let m = st.query_row([id], |r| {
-                let trail: String = r.get(1)?;
-                Ok(ChunkMatch {
-                    chunk_id: id,
-                    text: r.get(0)?,
-                    heading_trail: serde_json::from_str(&trail).unwrap_or_default(),
-                    start_line: r.get::<_, i64>(2)? as usize,
-                    end_line: r.get::<_, i64>(3)? as usize,
-                    source: r.get(4)?,
-                    doc_id: r.get(5)?,
-                    score,
-                })
-            })?;
-            out.push(m);
-        }
-        Ok(out)
+        self.backend.load_matches(ranked)
     }
 }
 
@@ -440,6 +347,16 @@ impl Index {
 /// assert_eq!(deloop_index::fts_query("  ?!  ", None), None);
 /// ```
 pub fn fts_query(text: &str, expansion: Option<&str>) -> Option<String> {
+    let terms: Vec<String> = query_terms(text, expansion)
+        .into_iter()
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+/// The distinct query words of [`fts_query`], unquoted, in order: what
+/// every backend ranks by BM25.
+pub(crate) fn query_terms(text: &str, expansion: Option<&str>) -> Vec<String> {
     let words: Vec<(String, bool)> = std::iter::once(text)
         .chain(expansion)
         .flat_map(query_words)
@@ -455,13 +372,12 @@ pub fn fts_query(text: &str, expansion: Option<&str>) -> Option<String> {
         kept
     };
     let mut seen = std::collections::HashSet::new();
-    let terms: Vec<String> = chosen
+    chosen
         .into_iter()
         .filter(|w| seen.insert(*w))
         .take(MAX_QUERY_TERMS)
-        .map(|w| format!("\"{w}\""))
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(" OR "))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The lowercase words of `text` (runs of letters and digits), each with

@@ -1,11 +1,11 @@
-//! The SQLite file: schema, options, embedder bookkeeping, HyDE cache.
+//! The index: options, embedder bookkeeping and the HyDE cache over a
+//! storage [`Backend`] (SQLite or PostgreSQL).
 
-use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use rusqlite::{params, Connection, OptionalExtension};
-
+use crate::backend::postgres::PostgresBackend;
+use crate::backend::sqlite::SqliteBackend;
+use crate::backend::{is_database_url, Backend};
 use crate::chunk::ChunkConfig;
 use crate::{Error, Result};
 
@@ -24,21 +24,14 @@ pub enum Stemmer {
 }
 
 impl Stemmer {
-    fn tokenize(self) -> &'static str {
-        match self {
-            Stemmer::Porter => "porter unicode61 remove_diacritics 2",
-            Stemmer::None => "unicode61 remove_diacritics 2",
-        }
-    }
-
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stemmer::Porter => "porter",
             Stemmer::None => "none",
         }
     }
 
-    fn from_name(s: &str) -> Option<Self> {
+    pub(crate) fn from_name(s: &str) -> Option<Self> {
         match s {
             "porter" => Some(Stemmer::Porter),
             "none" => Some(Stemmer::None),
@@ -91,35 +84,34 @@ pub struct IndexSummary {
     pub stemmer: String,
 }
 
-/// All stored vectors, loaded once and kept until the next write.
-#[derive(Debug, Default)]
-pub(crate) struct VectorCache {
-    pub ids: Vec<i64>,
-    pub dim: usize,
-    pub data: Vec<f32>,
-}
-
-/// A deloop index: one SQLite file (or an in-memory database).
+/// A deloop index: an SQLite file (or an in-memory database), or a
+/// PostgreSQL database with pgvector (`postgres://…`, see
+/// [`crate::is_database_url`]).
 ///
-/// `Send` but not `Sync` (an SQLite connection): move it between threads,
-/// or open one per concurrent reader (deloop-oracle keeps a small pool).
+/// `Send` but not `Sync`: move it between threads, or open one per
+/// concurrent reader (deloop-oracle keeps a small pool; PostgreSQL indexes
+/// of one URL share one connection pool).
 #[derive(Debug)]
 pub struct Index {
-    pub(crate) conn: Connection,
+    pub(crate) backend: Box<dyn Backend>,
     pub(crate) options: IndexOptions,
-    pub(crate) vectors: RefCell<Option<Arc<VectorCache>>>,
     path: Option<PathBuf>,
 }
 
 impl Index {
-    /// Opens the index at `path`, creating the file (and its parent
-    /// directories) with default options when it does not exist.
+    /// Opens the index at `path` (a file, or a `postgres://` URL), creating
+    /// it with default options when it does not exist.
     pub fn open(path: &Path) -> Result<Self> {
         Self::open_with(path, IndexOptions::default())
     }
 
-    /// Opens an existing index; [`Error::NoIndex`] when there is no file.
+    /// Opens an existing index; [`Error::NoIndex`] when there is no file
+    /// (or no deloop schema in the database).
     pub fn open_existing(path: &Path) -> Result<Self> {
+        if is_database_url(path) {
+            let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), None)?;
+            return Ok(Self::with_backend(Box::new(backend), options, path));
+        }
         if !path.is_file() {
             return Err(Error::NoIndex {
                 path: path.display().to_string(),
@@ -130,17 +122,12 @@ impl Index {
 
     /// Opens or creates the index at `path`; `options` apply when it is created.
     pub fn open_with(path: &Path, options: IndexOptions) -> Result<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| Error::Io {
-                path: parent.display().to_string(),
-                source,
-            })?;
+        if is_database_url(path) {
+            let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), Some(options))?;
+            return Ok(Self::with_backend(Box::new(backend), options, path));
         }
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        Self::init(conn, options, Some(path.to_path_buf()))
+        let (backend, options) = SqliteBackend::open(Some(path), options)?;
+        Ok(Self::with_backend(Box::new(backend), options, path))
     }
 
     /// An index in memory (for tests and one-off runs).
@@ -150,74 +137,57 @@ impl Index {
 
     /// An index in memory with the given options.
     pub fn open_in_memory_with(options: IndexOptions) -> Result<Self> {
-        Self::init(Connection::open_in_memory()?, options, None)
+        let (backend, options) = SqliteBackend::open(None, options)?;
+        Ok(Self {
+            backend: Box::new(backend),
+            options,
+            path: None,
+        })
     }
 
-    /// The file path (`None` in memory).
+    /// Deletes the index at `path`: the SQLite file (with its `-wal` and
+    /// `-shm` files), or deloop's tables in a PostgreSQL database (its
+    /// other tables and the `vector` extension are left alone). Nothing to
+    /// delete is not an error. Used by `deloop index --reindex`.
+    pub fn remove(path: &Path) -> Result<()> {
+        if is_database_url(path) {
+            return PostgresBackend::remove(&path.to_string_lossy());
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(Error::Io {
+                        path: path.display().to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn with_backend(backend: Box<dyn Backend>, options: IndexOptions, path: &Path) -> Self {
+        Self {
+            backend,
+            options,
+            path: Some(path.to_path_buf()),
+        }
+    }
+
+    /// The file path or database URL as given (`None` in memory); print
+    /// [`Index::location`] instead, which hides a password.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
-    fn init(conn: Connection, options: IndexOptions, path: Option<PathBuf>) -> Result<Self> {
-        let where_ = path
-            .as_ref()
-            .map_or("the in-memory index".to_string(), |p| {
-                p.display().to_string()
-            });
-        let has_meta: bool = conn.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'",
-            [],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        let options = if has_meta {
-            let get = |k: &str| -> Result<Option<String>> {
-                Ok(conn
-                    .query_row("SELECT value FROM meta WHERE key=?1", [k], |r| r.get(0))
-                    .optional()?)
-            };
-            let version = get("schema_version")?;
-            if version.as_deref() != Some(&SCHEMA_VERSION.to_string()) {
-                return Err(Error::Schema(format!(
-                    "{where_} has index schema version {}, this deloop reads version \
-                     {SCHEMA_VERSION}: rebuild it with `deloop index --reindex`",
-                    version.unwrap_or_else(|| "(none)".into())
-                )));
-            }
-            let num = |k: &str, d: usize| -> Result<usize> {
-                Ok(get(k)?.and_then(|v| v.parse().ok()).unwrap_or(d))
-            };
-            let dflt = ChunkConfig::default();
-            IndexOptions {
-                stemmer: get("stemmer")?
-                    .as_deref()
-                    .and_then(Stemmer::from_name)
-                    .unwrap_or_default(),
-                chunking: ChunkConfig {
-                    max_bytes: num("chunk_max_bytes", dflt.max_bytes)?,
-                    overlap_bytes: num("chunk_overlap_bytes", dflt.overlap_bytes)?,
-                },
-            }
-        } else {
-            let tables: i64 = conn.query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type='table'",
-                [],
-                |r| r.get(0),
-            )?;
-            if tables > 0 {
-                return Err(Error::Schema(format!(
-                    "{where_} is an SQLite database but not a deloop index; \
-                     pick another --db path"
-                )));
-            }
-            create_schema(&conn, &options)?;
-            options
-        };
-        Ok(Self {
-            conn,
-            options,
-            vectors: RefCell::new(None),
-            path,
-        })
+    /// Where the index lives, as it may be printed: the file path, or the
+    /// database URL without its password.
+    pub fn location(&self) -> String {
+        self.backend.location()
     }
 
     /// The options this index was created with.
@@ -238,42 +208,33 @@ impl Index {
 
     /// Counts of what the index holds.
     pub fn summary(&self) -> Result<IndexSummary> {
-        let count = |sql: &str| -> Result<u64> {
-            Ok(self.conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
-        };
+        let counts = self.backend.counts()?;
         Ok(IndexSummary {
-            documents: count("SELECT count(*) FROM documents")?,
-            chunks: count("SELECT count(*) FROM chunks")?,
-            vectors: count("SELECT count(*) FROM chunks WHERE vector IS NOT NULL")?,
+            documents: counts.documents,
+            chunks: counts.chunks,
+            vectors: counts.vectors,
             embedder: self.embedder_info()?,
             stemmer: self.options.stemmer.name().to_string(),
         })
     }
 
     /// Removes every document, chunk and vector and forgets the embedder
-    /// (the HyDE cache is kept). Used by `deloop index --reindex`.
+    /// (the HyDE cache is kept).
     pub fn reset(&mut self) -> Result<()> {
-        let tx = self.conn.transaction()?;
-        tx.execute_batch(
-            "DELETE FROM chunks; DELETE FROM documents;
-             INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all');
-             DELETE FROM meta WHERE key IN ('embedder_id','embedder_dim');",
-        )?;
-        tx.commit()?;
-        self.invalidate();
-        Ok(())
+        self.backend.reset()
     }
 
     /// Records `wanted` as this index's embedder, or refuses when the index
     /// already holds chunks made with another one.
-    pub(crate) fn claim_embedder(&self, wanted: &EmbedderInfo) -> Result<()> {
+    pub(crate) fn claim_embedder(&mut self, wanted: &EmbedderInfo) -> Result<()> {
         match self.embedder_info()? {
             Some(have) if have == *wanted => Ok(()),
-            Some(have) if self.summary()?.chunks > 0 => Err(Error::EmbedderMismatch {
+            Some(have) if self.backend.counts()?.chunks > 0 => Err(Error::EmbedderMismatch {
                 index: have.id,
                 requested: wanted.id.clone(),
             }),
             _ => {
+                self.backend.prepare_vectors(wanted.dim)?;
                 self.set_meta("embedder_id", &wanted.id)?;
                 self.set_meta("embedder_dim", &wanted.dim.to_string())?;
                 Ok(())
@@ -282,103 +243,42 @@ impl Index {
     }
 
     pub(crate) fn meta(&self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
-            .optional()?)
+        self.backend.meta(key)
     }
 
     pub(crate) fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO meta(key,value) VALUES(?1,?2)
-             ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-            params![key, value],
-        )?;
-        Ok(())
-    }
-
-    /// Drops the in-memory vector cache after a write.
-    pub(crate) fn invalidate(&self) {
-        self.vectors.borrow_mut().take();
+        self.backend.set_meta(key, value)
     }
 
     /// The cached HyDE passage for `question` generated by `model`.
     pub fn hyde_cache_get(&self, model: &str, question: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT passage FROM hyde_cache WHERE model=?1 AND question=?2",
-                params![model, question],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.backend.hyde_get(model, question)
     }
 
     /// Stores (or replaces) the HyDE passage for `question` and `model`.
     pub fn hyde_cache_put(&self, model: &str, question: &str, passage: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO hyde_cache(model,question,passage,created_at)
-             VALUES(?1,?2,?3,strftime('%s','now'))
-             ON CONFLICT(model,question) DO UPDATE
-             SET passage=excluded.passage, created_at=excluded.created_at",
-            params![model, question, passage],
-        )?;
-        Ok(())
+        self.backend.hyde_put(model, question, passage)
     }
 }
 
-fn create_schema(conn: &Connection, options: &IndexOptions) -> Result<()> {
-    let sql = format!(
-        "BEGIN;
-        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE documents(
-            id INTEGER PRIMARY KEY,
-            key TEXT NOT NULL UNIQUE,
-            kind TEXT NOT NULL,
-            doc_id TEXT,
-            source TEXT NOT NULL,
-            hash TEXT NOT NULL
-        );
-        CREATE TABLE chunks(
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            document_id INTEGER NOT NULL,
-            heading TEXT NOT NULL,
-            body TEXT NOT NULL,
-            trail TEXT NOT NULL,
-            start_line INTEGER NOT NULL,
-            end_line INTEGER NOT NULL,
-            vector BLOB
-        );
-        CREATE INDEX chunks_document ON chunks(document_id);
-        CREATE VIRTUAL TABLE chunks_fts USING fts5(
-            heading, body, content='chunks', content_rowid='id', tokenize='{tok}'
-        );
-        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
-            INSERT INTO chunks_fts(rowid, heading, body) VALUES (new.id, new.heading, new.body);
-        END;
-        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
-            INSERT INTO chunks_fts(chunks_fts, rowid, heading, body)
-            VALUES ('delete', old.id, old.heading, old.body);
-        END;
-        CREATE TABLE hyde_cache(
-            model TEXT NOT NULL,
-            question TEXT NOT NULL,
-            passage TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            PRIMARY KEY(model, question)
-        );
-        INSERT INTO meta VALUES('schema_version', '{SCHEMA_VERSION}');
-        INSERT INTO meta VALUES('stemmer', '{stem}');
-        INSERT INTO meta VALUES('chunk_max_bytes', '{max}');
-        INSERT INTO meta VALUES('chunk_overlap_bytes', '{ov}');
-        COMMIT;",
-        tok = options.stemmer.tokenize(),
-        stem = options.stemmer.name(),
-        max = options.chunking.max_bytes,
-        ov = options.chunking.overlap_bytes,
-    );
-    conn.execute_batch(&sql)?;
-    Ok(())
+/// The options recorded in an index's metadata (`get` reads a key).
+pub(crate) fn recorded_options(
+    get: &dyn Fn(&str) -> Result<Option<String>>,
+) -> Result<IndexOptions> {
+    let num = |k: &str, d: usize| -> Result<usize> {
+        Ok(get(k)?.and_then(|v| v.parse().ok()).unwrap_or(d))
+    };
+    let dflt = ChunkConfig::default();
+    Ok(IndexOptions {
+        stemmer: get("stemmer")?
+            .as_deref()
+            .and_then(Stemmer::from_name)
+            .unwrap_or_default(),
+        chunking: ChunkConfig {
+            max_bytes: num("chunk_max_bytes", dflt.max_bytes)?,
+            overlap_bytes: num("chunk_overlap_bytes", dflt.overlap_bytes)?,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -390,15 +290,6 @@ mod tests {
     fn an_index_can_move_between_threads() {
         fn assert_send<T: Send>() {}
         assert_send::<Index>();
-    }
-
-    #[test]
-    fn fts5_is_available_in_the_bundled_sqlite() {
-        let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(
-            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')",
-        )
-        .unwrap();
     }
 
     #[test]
@@ -429,15 +320,8 @@ mod tests {
     }
 
     #[test]
-    fn foreign_sqlite_files_and_missing_indexes_are_refused() {
+    fn missing_indexes_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("other.db");
-        Connection::open(&db)
-            .unwrap()
-            .execute_batch("CREATE TABLE x(y)")
-            .unwrap();
-        let err = Index::open(&db).unwrap_err().to_string();
-        assert!(err.contains("not a deloop index"), "{err}");
         let err = Index::open_existing(&dir.path().join("nope.db"))
             .unwrap_err()
             .to_string();
@@ -456,7 +340,7 @@ mod tests {
 
     #[test]
     fn embedder_claims() {
-        let idx = Index::open_in_memory().unwrap();
+        let mut idx = Index::open_in_memory().unwrap();
         let a = EmbedderInfo {
             id: "a".into(),
             dim: 3,

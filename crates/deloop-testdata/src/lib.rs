@@ -24,6 +24,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod llama;
+pub mod postgres;
 pub mod valkey;
 
 /// The folder where the setup scripts cache what they install outside the
