@@ -1,6 +1,7 @@
 //! The oracle's index: opened (or built from the embedded docs) once, then
-//! shared by concurrent asks through a small pool of SQLite connections,
-//! and the embedders that fill it and embed queries.
+//! shared by concurrent asks through a small pool of connections (SQLite
+//! connections; for PostgreSQL, handles on one shared connection pool), and
+//! the embedders that fill it and embed queries.
 //!
 //! A rusqlite connection may move between threads but not be shared, so
 //! each retrieval borrows a connection of its own from the pool for the
@@ -32,7 +33,7 @@ pub(crate) struct IndexPool {
 impl std::fmt::Debug for IndexPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexPool")
-            .field("path", &self.path)
+            .field("path", &deloop_index::display_location(&self.path))
             .finish_non_exhaustive()
     }
 }
@@ -204,8 +205,13 @@ pub(crate) fn open_index(
     let deloop_config::DbPath { path: db, explicit } = config.db_path(flag);
     let root = crate::embedded::embedded_root(&db);
     let root = std::fs::canonicalize(&root).ok();
-    if db.is_file() {
-        let mut index = Index::open_existing(&db)?;
+    // A PostgreSQL URL is always named, never built from the embedded docs.
+    if deloop_index::is_database_url(&db) || db.is_file() {
+        let mut index = Index::open_existing(&db).map_err(|e| match e {
+            // Named by the index, without a password.
+            deloop_index::Error::NoIndex { path } => OracleError::NoIndex { path: path.into() },
+            e => e.into(),
+        })?;
         let mut notes = Vec::new();
         let mut embedder = None;
         // A default index built by an older binary: refresh its documents.

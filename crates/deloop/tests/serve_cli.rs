@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::start;
+use common::{http, post, start};
 
 fn cli(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_deloop"))
@@ -28,63 +28,6 @@ fn cli(args: &[&str], stdin: &[u8]) -> Output {
     });
     let out = child.wait_with_output().unwrap();
     w.join().unwrap();
-    out
-}
-
-/// A blocking POST with a JSON body (std only: the CLI crate's tests need no HTTP client).
-fn post(url: &str, body: &Value) -> (u16, Value) {
-    let (status, text) = http(
-        "POST",
-        url,
-        Some(&serde_json::to_vec(body).unwrap()),
-        "application/json",
-    );
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) -> (u16, String) {
-    use std::io::Read;
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap_or((rest, "/".into()));
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let body = body.unwrap_or(b"");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = &rest[n + 2..];
-    }
     out
 }
 

@@ -16,8 +16,11 @@ use crate::exit::{BadInput, Exit};
 pub struct Args {
     /// The question (`-` reads it from standard input).
     pub question: String,
-    /// The index file (default: `DELOOP_DB`, the config file's `[index] db`,
-    /// else `.deloop/index.db`, built from deloop's embedded docs when missing).
+    /// The index: a file, or a PostgreSQL database
+    /// `postgres://USER@HOST:PORT/DB` (password in the URL or
+    /// DELOOP_DB_PASSWORD). Default: `DELOOP_DB`, the config file's
+    /// `[index] db`, else `.deloop/index.db`, built from deloop's embedded
+    /// docs when missing.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
     /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).

@@ -1,5 +1,6 @@
-//! `deloop index`: build or update the SQLite index from markdown/text files
-//! or a BEIR `corpus.jsonl`. See docs/retrieval.md.
+//! `deloop index`: build or update the index (an SQLite file or a PostgreSQL
+//! database) from markdown/text files or a BEIR `corpus.jsonl`. See
+//! docs/retrieval.md and docs/deployment.md.
 
 use std::path::{Path, PathBuf};
 
@@ -19,10 +20,12 @@ pub struct Args {
     /// skipped). With `--format beir`: one `corpus.jsonl` file.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// The index file, created with its parent directory when missing
-    /// (default: `DELOOP_DB`, the config file's `[index] db`, else
-    /// `.deloop/index.db`).
-    #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
+    /// The index: a file, created with its parent directory when missing,
+    /// or a PostgreSQL database with pgvector, `postgres://USER@HOST:PORT/DB`
+    /// (password in the URL or DELOOP_DB_PASSWORD; deloop creates its
+    /// tables). Default: `DELOOP_DB`, the config file's `[index] db`, else
+    /// `.deloop/index.db`.
+    #[arg(long, value_name = "PATH|URL", env = "DELOOP_DB")]
     pub db: Option<PathBuf>,
     /// Input format: `files` (markdown/text) or `beir` (a BEIR corpus.jsonl
     /// with `_id`, `title`, `text`).
@@ -44,8 +47,9 @@ pub struct Args {
     /// scripts/setup-onnx.sh installs them.
     #[arg(long, value_name = "DIR", env = "DELOOP_ONNX_DIR")]
     pub onnx_dir: Option<PathBuf>,
-    /// Delete the index file and build it anew (needed to switch embedder
-    /// or stemmer; also drops the HyDE cache).
+    /// Delete the index (the file, or deloop's tables in PostgreSQL) and
+    /// build it anew (needed to switch embedder or stemmer; also drops the
+    /// HyDE cache).
     #[arg(long)]
     pub reindex: bool,
     /// Lexical tokenizer when the index is created: `porter` (English
@@ -103,15 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         return Err(BadInput("--format beir takes exactly one corpus.jsonl file".into()).into());
     }
     if args.reindex {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = db.clone().into_os_string();
-            p.push(suffix);
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => anyhow::bail!("cannot remove {}: {e}", db.display()),
-            }
-        }
+        Index::remove(&db).map_err(map_index_error)?;
     }
     let options = IndexOptions {
         stemmer: if args.stemmer == "none" {
@@ -140,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     return Err(BadInput(format!(
                         "{} was built with embedder `{}`, which `deloop index` cannot run; \
                          rebuild it with --reindex (and --embedder minilm-onnx, minilm or none)",
-                        db.display(),
+                        index.location(),
                         info.id
                     ))
                     .into())
@@ -170,7 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     bar.finish();
     let stats = stats.map_err(map_index_error)?;
-    println!("{}", index_stats(&stats, &db, args.json));
+    println!("{}", index_stats(&stats, &index.location(), args.json));
     Ok(Exit::Ok)
 }
 

@@ -31,9 +31,11 @@ pub struct Args {
     /// queries.jsonl); prints one line per query.
     #[arg(long, value_name = "FILE")]
     pub queries: Option<PathBuf>,
-    /// The index file (default: `DELOOP_DB`, the config file's `[index] db`,
-    /// else `.deloop/index.db`).
-    #[arg(long, value_name = "PATH", env = "DELOOP_DB")]
+    /// The index: a file, or a PostgreSQL database
+    /// `postgres://USER@HOST:PORT/DB` (password in the URL or
+    /// DELOOP_DB_PASSWORD). Default: `DELOOP_DB`, the config file's
+    /// `[index] db`, else `.deloop/index.db`.
+    #[arg(long, value_name = "PATH|URL", env = "DELOOP_DB")]
     pub db: Option<PathBuf>,
     /// Number of hits.
     #[arg(long, default_value_t = 10)]

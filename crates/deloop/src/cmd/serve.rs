@@ -25,9 +25,12 @@ pub struct Args {
     /// The config file (default: `DELOOP_CONFIG`, else `./deloop.toml` if present).
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// The index to answer from (default: `DELOOP_DB`, `[index] db`, else
-    /// `.deloop/index.db`, built from deloop's own docs when missing).
-    #[arg(long, value_name = "PATH")]
+    /// The index to answer from: a file, or a PostgreSQL database
+    /// `postgres://USER@HOST:PORT/DB` that several replicas may share
+    /// (password in the URL or DELOOP_DB_PASSWORD). Default: `DELOOP_DB`,
+    /// `[index] db`, else `.deloop/index.db`, built from deloop's own docs
+    /// when missing.
+    #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Where live-agent sessions live: `memory` (this process) or a
     /// Valkey/Redis URL (`redis://host:port/db`, `rediss://` for TLS) shared

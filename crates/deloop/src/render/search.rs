@@ -116,11 +116,11 @@ fn short_name(name: &str) -> String {
 }
 
 /// `deloop index` result: one JSON object, or a human summary.
-pub fn index_stats(stats: &IndexStats, db: &Path, json: bool) -> String {
+pub fn index_stats(stats: &IndexStats, db: &str, json: bool) -> String {
     if json {
         let mut v = serde_json::to_value(stats).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
-            o.insert("db".into(), json!(db.display().to_string()));
+            o.insert("db".into(), json!(db));
             let rate = if stats.seconds > 0.0 {
                 stats.chunks_written as f64 / stats.seconds
             } else {
@@ -134,7 +134,7 @@ pub fn index_stats(stats: &IndexStats, db: &Path, json: bool) -> String {
         "indexed {} into {}: {} updated, {} unchanged, {} removed, {} skipped; \
          {} chunks written, {} in the index; embedder {}; {:.1}s",
         plural(stats.seen, "document"),
-        db.display(),
+        db,
         stats.updated,
         stats.unchanged,
         stats.removed,

@@ -1,8 +1,12 @@
-//! Starts the `deloop serve` binary for the end-to-end tests.
+//! Starts the `deloop serve` binary for the end-to-end tests, and talks
+//! HTTP to it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
 
 /// A running `deloop serve`, killed when dropped.
 pub struct Server {
@@ -64,4 +68,61 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
         url,
         _dir: dir,
     }
+}
+
+/// A blocking POST with a JSON body (std only: the CLI crate's tests need no HTTP client).
+pub fn post(url: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = http(
+        "POST",
+        url,
+        Some(&serde_json::to_vec(body).unwrap()),
+        "application/json",
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) -> (u16, String) {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.unwrap_or(b"");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
 }
