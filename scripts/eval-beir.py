@@ -15,6 +15,12 @@ Usage (release build first: `cargo build --release -p deloop`):
         [--indexes porter,unicode61,minilm,minilm-onnx]
         [--hyde agreement,fused,average[,concat]] [--hyde-weights 1,0.5]
         [--hyde-agreement-power 3] [--hyde-cached-only]
+        [--backend sqlite|postgres|both]
+
+`--backend postgres` (or `both`) builds and searches the same indexes in
+PostgreSQL with pgvector as well: a throwaway cluster from
+scripts/setup-postgres.sh (scripts/postgres_cluster.py), one database per
+index, reached with `--db postgres://...`. Its runs are keyed `pg:NAME/MODE`.
 
 HyDE (`--hyde MODES`): every run is repeated with `deloop search --hyde` for
 each HyDE mode (`DELOOP_HYDE_QUERY_VECTOR`), `fused` once per weight of
@@ -43,9 +49,11 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def shared_dir() -> Path:
@@ -100,8 +108,8 @@ def run(cmd: list, **kw) -> subprocess.CompletedProcess:
     return res
 
 
-def build(deloop: str, corpus: Path, db: Path, embedder: str, stemmer: str, reuse: bool) -> dict:
-    if reuse and db.exists():
+def build(deloop: str, corpus: Path, db, embedder: str, stemmer: str, reuse: bool) -> dict:
+    if reuse and isinstance(db, Path) and db.exists():
         return {}
     cmd = [deloop, "index", "--format", "beir", "--db", str(db), "--embedder", embedder,
            "--stemmer", stemmer, "--reindex", "--quiet", "--json", str(corpus)]
@@ -117,7 +125,7 @@ def build(deloop: str, corpus: Path, db: Path, embedder: str, stemmer: str, reus
     return stats
 
 
-def evaluate(deloop: str, db: Path, queries: Path, mode: str, qrels: dict,
+def evaluate(deloop: str, db, queries: Path, mode: str, qrels: dict,
              hyde: tuple = None) -> dict:
     """One run; `hyde` = (mode, weight) adds `--hyde` with those settings."""
     cmd = [deloop, "search", "--db", str(db), "--queries", str(queries), "--json",
@@ -186,7 +194,15 @@ def main() -> None:
                     "for `fused`, comma-separated")
     ap.add_argument("--hyde-cached-only", action="store_true", help="score only the "
                     "queries with a cached HyDE passage for DELOOP_MODEL; never generate")
+    ap.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres", "both"],
+                    help="where the indexes live: SQLite files in --work, databases of a "
+                    "throwaway PostgreSQL cluster, or both")
     a = ap.parse_args()
+    with ExitStack() as stack:
+        run_all(a, stack)
+
+
+def run_all(a, stack) -> None:
     hyde_runs = []
     for m in filter(None, a.hyde.split(",")):
         if m == "fused":
@@ -216,10 +232,24 @@ def main() -> None:
     for e in embedders:
         builds.append((e, e, "porter"))
     builds = [b for b in builds if b[0] in a.indexes.split(",")]
-    for name, embedder, stemmer in builds:
-        db = work / f"{name}.db"
+    # Where each index lives: (key prefix, index name) -> --db value.
+    locations = {}
+    if a.backend in ("sqlite", "both"):
+        for name, _, _ in builds:
+            locations[("", name)] = work / f"{name}.db"
+    if a.backend in ("postgres", "both"):
+        from postgres_cluster import Cluster
+        pg = stack.enter_context(Cluster())
+        for name, _, _ in builds:
+            pg.create_database(f"beir_{name}")
+            locations[("pg:", name)] = pg.url(f"beir_{name}")
+    for (prefix, name), db in locations.items():
+        embedder, stemmer = next((e, st) for n, e, st in builds if n == name)
         stats = build(a.deloop, corpus, db, embedder, stemmer, a.reuse)
         if a.hyde_cached_only:
+            if not isinstance(db, Path):
+                sys.exit("--hyde-cached-only reads the passages from an SQLite index: "
+                         "use --backend sqlite or both")
             # Keep the queries whose passage the first index has cached.
             cached = cached_questions(db, os.environ.get("DELOOP_MODEL", ""))
             texts = {}
@@ -236,20 +266,22 @@ def main() -> None:
             # No LLM: a passage missing from a later index falls back at once.
             os.environ["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
             print(f"{len(qrels)} queries with a cached passage", file=sys.stderr)
-        results["builds"][name] = stats
+        results["builds"][prefix + name] = stats
         if stats:
             rate = stats["chunks_written"] / stats["seconds"] if stats["seconds"] else 0
-            print(f"index {name}: {stats['chunks_written']} chunks in {stats['seconds']:.1f}s "
+            print(f"index {prefix}{name}: {stats['chunks_written']} chunks in {stats['seconds']:.1f}s "
                   f"= {rate:.1f} chunks/s (embedder {stats['embedder']})", file=sys.stderr)
 
     plan = [("porter", "lexical"), ("unicode61", "lexical")]
     for e in embedders:
         plan += [(e, "lexical"), (e, "vector"), (e, "hybrid")]
     plan = [p for p in plan if p[0] in a.indexes.split(",")]
-    for db_name, mode in plan:
+    plan = [(prefix, n, mode) for prefix in ("", "pg:") for n, mode in plan
+            if (prefix, n) in locations]
+    for prefix, db_name, mode in plan:
         for hyde in [None] + hyde_runs:
-            r = evaluate(a.deloop, work / f"{db_name}.db", test_queries, mode, qrels, hyde)
-            key = f"{db_name}/{mode}"
+            r = evaluate(a.deloop, locations[(prefix, db_name)], test_queries, mode, qrels, hyde)
+            key = f"{prefix}{db_name}/{mode}"
             if hyde:
                 key += f" + HyDE {hyde[0]}" + (f" w={hyde[1]:g}" if hyde[0] == "fused" else "") \
                     + (f" p={hyde[2]:g}" if hyde[0] == "agreement" else "")
