@@ -70,6 +70,8 @@ class Cluster:
         self.proc = None
 
     def __enter__(self):
+        # A terminated script still stops its cluster (through __exit__).
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         data = self.dir / "data"
         subprocess.run(self.run_as + [str(self.bin / "initdb"), "-D", str(data), "-U", "deloop",
                                       "-E", "UTF8", "--locale=C", "--auth=trust"],

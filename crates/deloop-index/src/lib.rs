@@ -93,6 +93,10 @@ pub enum Error {
     /// password) and what to do.
     #[error("{0}")]
     Postgres(String),
+    /// The PostgreSQL server cannot be reached now (down, restarting, out
+    /// of connections, or no answer in time): retrying later may succeed.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// The result type of this crate.

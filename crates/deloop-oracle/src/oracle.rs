@@ -66,6 +66,16 @@ impl OracleError {
         )
     }
 
+    /// True when the index's database cannot be reached now (PostgreSQL
+    /// down, restarting or saturated): the request may succeed if retried
+    /// (HTTP 503 with `Retry-After`).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            OracleError::Index(deloop_index::Error::Unavailable(_))
+        )
+    }
+
     /// A short machine name: `config`, `no_index`, `bad_request`, `index`,
     /// `embedder` or `internal`.
     pub fn kind(&self) -> &'static str {

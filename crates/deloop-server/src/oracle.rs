@@ -72,10 +72,13 @@ fn llm_turn(t: Turn) -> LlmTurn {
 }
 
 /// An oracle failure as an HTTP answer: what the caller must fix is a 400,
+/// an index database that cannot be reached now a 503 with `Retry-After`,
 /// the rest (a failing index) a 500 whose detail names it.
 pub fn api_error(e: &OracleError) -> ApiError {
     if e.is_usage() {
         ApiError::bad_request(e.to_string())
+    } else if e.is_unavailable() {
+        ApiError::unavailable(format!("the index is unavailable: {e}"), 1)
     } else {
         ApiError::internal(format!("the oracle failed ({}): {e}", e.kind()))
     }

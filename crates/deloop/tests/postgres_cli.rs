@@ -160,6 +160,20 @@ fn index_search_ask_and_serve_on_postgres() {
         let cited = v["citations"].to_string();
         assert!(cited.contains("loops.md"), "{v}");
     }
+
+    // The database goes away: the replicas answer 503 naming the index
+    // (the client may retry), never 500, and without the password.
+    drop(pg);
+    for server in &replicas {
+        let (status, v) = post(
+            &format!("{}/api/oracle", server.url),
+            &json!({"question": "How do I stop a looping stream?", "lang": "en"}),
+        );
+        assert_eq!(status, 503, "{v}");
+        let detail = v.to_string();
+        assert!(detail.contains("index is unavailable"), "{v}");
+        assert!(!detail.contains(&password), "{v}");
+    }
 }
 
 #[test]

@@ -117,15 +117,33 @@ impl Failure {
                              are right";
         match self {
             Failure::Index(e) => e,
-            Failure::Db(e) => Error::Postgres(db_message(location, &e, CHECK)),
-            Failure::Pool(deadpool_postgres::PoolError::Backend(e)) => {
-                Error::Postgres(db_message(location, &e, CHECK))
+            Failure::Db(e) | Failure::Pool(deadpool_postgres::PoolError::Backend(e)) => {
+                let message = db_message(location, &e, CHECK);
+                if unreachable(&e) {
+                    Error::Unavailable(message)
+                } else {
+                    Error::Postgres(message)
+                }
             }
-            Failure::Pool(deadpool_postgres::PoolError::Timeout(_)) => Error::Postgres(format!(
+            Failure::Pool(deadpool_postgres::PoolError::Timeout(_)) => Error::Unavailable(format!(
                 "PostgreSQL index {location}: no connection within {} s ({CHECK})",
                 WAIT_TIMEOUT.as_secs()
             )),
             Failure::Pool(e) => Error::Postgres(format!("PostgreSQL index {location}: {e}")),
+        }
+    }
+}
+
+/// True when `e` says the server cannot be reached now rather than that a
+/// statement is wrong: no server error at all (I/O, a closed connection, a
+/// connect timeout), or SQLSTATE class 08 (connection), 57P01-57P03
+/// (shutdown, crash, starting up) or 53300 (too many connections).
+fn unreachable(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
         }
     }
 }
@@ -282,7 +300,7 @@ impl Shared {
         };
         match out {
             Ok(r) => r.map_err(|f| f.into_error(&self.location)),
-            Err(_) => Err(Error::Postgres(format!(
+            Err(_) => Err(Error::Unavailable(format!(
                 "PostgreSQL index {}: no answer within {} s",
                 self.location,
                 CALL_TIMEOUT.as_secs()
@@ -825,7 +843,7 @@ impl Backend for PostgresBackend {
         let fetch = k + k / 2 + 8;
         let ef = (fetch * 2).clamp(40, 1000);
         let exact = fetch > 500;
-        let limit = fetch as i64;
+
         let mut out = self.call(move |pool| async move {
             let mut c = pool.get().await?;
             let tx = c.build_transaction().read_only(true).start().await?;
@@ -835,11 +853,16 @@ impl Backend for PostgresBackend {
                 format!("SET LOCAL hnsw.ef_search = {ef}")
             };
             tx.batch_execute(&setting).await?;
+            // The limit is written out: as a parameter, the planner cannot
+            // see that it is small and may scan and sort every vector
+            // instead of walking the HNSW index.
             let rows = tx
                 .query(
-                    "SELECT id, 1 - (embedding <=> $1) FROM deloop_chunks
-                     WHERE embedding IS NOT NULL ORDER BY embedding <=> $1 LIMIT $2",
-                    &[&q, &limit],
+                    &format!(
+                        "SELECT id, 1 - (embedding <=> $1) FROM deloop_chunks
+                         WHERE embedding IS NOT NULL ORDER BY embedding <=> $1 LIMIT {fetch}"
+                    ),
+                    &[&q],
                 )
                 .await?;
             tx.commit().await?;
