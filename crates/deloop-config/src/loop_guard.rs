@@ -27,10 +27,7 @@ pub struct LoopGuardSettings {
 pub fn parse_profile(key: &'static str, name: &str) -> Result<Profile, SettingsError> {
     name.parse().map_err(|_| SettingsError {
         key,
-        message: format!(
-            "{name:?} is not one of {}",
-            Profile::ALL.map(Profile::name).join(", ")
-        ),
+        message: format!("{name:?} is not one of {}", Profile::names_list()),
     })
 }
 

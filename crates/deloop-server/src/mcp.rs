@@ -414,7 +414,8 @@ impl McpServer {
             None => self.state.guard().profile,
             Some(p) => p.parse().map_err(|_| {
                 ToolError::new(format!(
-                    "argument `profile`: {p:?} is not one of default, openclaw, strict"
+                    "argument `profile`: {p:?} is not one of {}",
+                    deloop_core::loops::Profile::names_list()
                 ))
             })?,
         };
@@ -982,7 +983,7 @@ is a tool error naming the line.",
                 "properties": {
                     "transcript": {"type": "string", "description": "The whole transcript as text: JSON lines or one JSON document (a JSON array or object serialised to a string)."},
                     "format": {"type": "string", "enum": ["auto", "events", "openai", "anthropic"], "description": "The transcript format; default auto (detected)."},
-                    "profile": {"type": "string", "enum": ["default", "openclaw", "strict"], "description": "The loop-detection profile; default: the server's profile. openclaw matches OpenClaw's tools.loopDetection; strict also ends runs on repeated failures."}
+                    "profile": {"type": "string", "enum": deloop_core::loops::Profile::names(), "description": "The loop-detection profile; default: the server's profile. openclaw matches OpenClaw's tools.loopDetection; strict also ends runs on repeated failures."}
                 },
                 "required": ["transcript"],
                 "additionalProperties": false

@@ -34,8 +34,34 @@ impl Profile {
         }
     }
 
-    /// All profiles.
+    /// One line on what the profile does (`deloop check --help`).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Profile::Default => {
+                "deloop's own rules (streaks, cycles, content hashing, sticky blocks)"
+            }
+            Profile::OpenClaw => "OpenClaw's shipped detector, verdict for verdict",
+            Profile::Strict => "the anti-loop protocol: same procedure + same result twice = stop",
+        }
+    }
+
+    /// All profiles: the one list every parser, message and schema reads.
     pub const ALL: [Profile; 3] = [Profile::Default, Profile::OpenClaw, Profile::Strict];
+
+    /// The profiles' names, in [`Profile::ALL`] order, for schemas.
+    pub fn names() -> [&'static str; 3] {
+        Profile::ALL.map(Profile::name)
+    }
+
+    /// The profiles' names joined for a message: `default, openclaw, strict`.
+    ///
+    /// ```
+    /// use deloop_core::loops::Profile;
+    /// assert_eq!(Profile::names_list(), "default, openclaw, strict");
+    /// ```
+    pub fn names_list() -> String {
+        Profile::names().join(", ")
+    }
 }
 
 impl fmt::Display for Profile {
@@ -48,13 +74,33 @@ impl FromStr for Profile {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "default" => Ok(Profile::Default),
-            "openclaw" => Ok(Profile::OpenClaw),
-            "strict" => Ok(Profile::Strict),
-            other => Err(format!(
-                "unknown profile {other:?}; expected default, openclaw or strict"
-            )),
+        let wanted = s.trim().to_ascii_lowercase();
+        Profile::ALL
+            .into_iter()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| {
+                format!(
+                    "unknown profile {wanted:?}; expected one of {}",
+                    Profile::names_list()
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Profile;
+
+    #[test]
+    fn every_name_parses_back_and_unknown_names_list_them_all() {
+        for p in Profile::ALL {
+            assert_eq!(p.name().parse::<Profile>(), Ok(p));
+            assert_eq!(p.name().to_uppercase().parse::<Profile>(), Ok(p));
+            assert!(!p.summary().is_empty());
+        }
+        let err = "lenient".parse::<Profile>().unwrap_err();
+        for name in Profile::names() {
+            assert!(err.contains(name), "{err}");
         }
     }
 }

@@ -344,7 +344,8 @@ pub async fn check(
         None => state.guard().profile,
         Some(p) => p.parse().map_err(|_| {
             ApiError::bad_request(format!(
-                "query parameter `profile`: {p:?} is not one of default, openclaw, strict"
+                "query parameter `profile`: {p:?} is not one of {}",
+                deloop_core::loops::Profile::names_list()
             ))
         })?,
     };

@@ -51,25 +51,12 @@ impl From<Format> for TranscriptFormat {
     }
 }
 
-/// Detection profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProfileArg {
-    /// deloop's own rules (streaks, cycles, content hashing, sticky blocks).
-    Default,
-    /// OpenClaw's shipped detector, verdict for verdict.
-    Openclaw,
-    /// The anti-loop protocol: same procedure + same result twice = stop.
-    Strict,
-}
-
-impl From<ProfileArg> for Profile {
-    fn from(p: ProfileArg) -> Profile {
-        match p {
-            ProfileArg::Default => Profile::Default,
-            ProfileArg::Openclaw => Profile::OpenClaw,
-            ProfileArg::Strict => Profile::Strict,
-        }
-    }
+/// `--profile`: the names, help lines and parser all come from
+/// [`Profile::ALL`], so a new profile needs no change here.
+fn profile_parser() -> impl clap::builder::TypedValueParser<Value = Profile> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Profile::ALL.map(|p| PossibleValue::new(p.name()).help(p.summary())))
+        .try_map(|name| name.parse::<Profile>())
 }
 
 /// Flags of `deloop check`.
@@ -81,8 +68,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "auto")]
     pub format: Format,
     /// Detection profile (default: the config file's `profile`, else `default`).
-    #[arg(long, value_enum)]
-    pub profile: Option<ProfileArg>,
+    #[arg(long, value_parser = profile_parser())]
+    pub profile: Option<Profile>,
     /// OpenClaw `tools.loopDetection` config (JSON5 or JSON), full config or bare block.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -112,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         );
     }
     let profile: Profile = match args.profile {
-        Some(p) => p.into(),
+        Some(p) => p,
         None => config.base().profile.unwrap_or_default(),
     };
     let options = CheckOptions {
