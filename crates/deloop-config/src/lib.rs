@@ -378,7 +378,24 @@ impl Config {
         };
         config.source = path;
         config.apply_env(env)?;
+        config.check_bounds()?;
         Ok(config)
+    }
+
+    /// Checks the settings that have bounds (the repetition guards'
+    /// table, `deloop_core::repetition::bounds`): a value outside them is
+    /// an error naming the key and its range, never clamped silently.
+    pub fn check_bounds(&self) -> Result<(), ConfigError> {
+        self.guards.clamp.check_bounds().map_err(|e| {
+            ConfigError::invalid(
+                format!("[guards.clamp] {}", e.key),
+                e.value.to_string(),
+                format!(
+                    "{} (the bounds are listed in docs/repetition.md)",
+                    e.expected
+                ),
+            )
+        })
     }
 
     /// Parses the TOML text of a config file.
@@ -637,6 +654,22 @@ mod tests {
         assert!(err.to_string().contains("DELOOP_LLM_PROVIDER"), "{err}");
         let err = Config::parse("[server]\nlisten = 1\n").unwrap_err();
         assert!(err.to_string().contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_guard_settings_are_errors_naming_key_and_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let path = dir.join("deloop.toml");
+        std::fs::write(&path, "[guards.clamp.words]\nmax_period = 40\n").unwrap();
+        let err = Config::load_with(Some(&path), &env(&[]), dir).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err:?}");
+        assert!(msg.contains("[guards.clamp] words.max_period"), "{msg}");
+        assert!(msg.contains("\"40\""), "{msg}");
+        assert!(msg.contains("1 to 16"), "{msg}");
+        std::fs::write(&path, "[guards.clamp.words]\nmax_period = 16\n").unwrap();
+        Config::load_with(Some(&path), &env(&[]), dir).expect("16 is in range");
     }
 
     #[test]

@@ -407,23 +407,19 @@ fn rows_of_art_after_an_introduction_pass() {
 }
 
 #[test]
-fn out_of_range_settings_are_reported_and_hostile_ones_do_not_panic() {
+fn out_of_range_settings_are_rejected_and_hostile_ones_do_not_panic() {
     let mut c = ClampConfig::default();
     c.near.line_window = 40;
     c.words.long_last_copy_percent = 0;
     c.words.tail_last_copy_percent = 101;
-    let keys: Vec<String> = c.adjustments().into_iter().map(|a| a.key).collect();
-    assert!(keys.contains(&"near.line_window".to_string()), "{keys:?}");
-    assert!(
-        keys.contains(&"words.long_last_copy_percent".to_string()),
-        "{keys:?}"
-    );
-    let tail = c
-        .adjustments()
-        .into_iter()
-        .find(|a| a.key == "words.tail_last_copy_percent")
-        .expect("the tail share is reported");
-    assert_eq!((tail.from, tail.to), (101, 100));
+    let err = c.check_bounds().expect_err("out of range");
+    assert_eq!(err.key, "words.long_last_copy_percent", "{err}");
+    c.words.long_last_copy_percent = 100;
+    let err = c.check_bounds().expect_err("out of range");
+    assert_eq!((err.key, err.value), ("words.tail_last_copy_percent", 101));
+    assert!(err.to_string().contains("1 to 100"), "{err}");
+    c.words.tail_last_copy_percent = 100;
+    assert_eq!(c.check_bounds().unwrap_err().key, "near.line_window");
     c.near.line_window_values = 1000;
     c.near.line_window_min_tokens = 0;
     c.healthy.code_line_run_bytes = 1;

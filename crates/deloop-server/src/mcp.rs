@@ -1229,6 +1229,11 @@ mod tests {
                 json!({"text": "x", "config": {"words": {"nope": 1}}}),
                 "config",
             ),
+            (
+                "clamp_text",
+                json!({"text": "x", "config": {"words": {"max_period": 40}}}),
+                "words.max_period = 40 is out of range: expected 1 to 16",
+            ),
             ("rescue_json", json!({"text": "{}"}), "`key`"),
             (
                 "check_tool_call",

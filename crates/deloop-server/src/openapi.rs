@@ -120,7 +120,7 @@ problem_responses! {
     /// 415: not `application/json`.
     UnsupportedMediaType = 415, false, "The body is not sent as `Content-Type: application/json`.";
     /// 422: well-formed, but nothing can be done with it.
-    Unprocessable = 422, false, "Well-formed, but nothing can be done with it: no JSON at all in the text, or input past the rescue limits (size, nesting depth).";
+    Unprocessable = 422, false, "Well-formed, but nothing can be done with it: no JSON at all in the text, input past the rescue limits (size, nesting depth), or a guard setting outside its bounds (the detail names the key and its range).";
     /// 503: at the concurrency limit, or not ready yet.
     Unavailable = 503, true, "The server is at `server.concurrency_limit`, or (for `/readyz` and `/api/*`) the index is still opening; retry after `Retry-After` seconds.";
     /// 500: the documentation oracle failed (its index or embedder), not the request.

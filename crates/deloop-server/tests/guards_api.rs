@@ -67,6 +67,47 @@ async fn clamp_answers_the_cli_json_value() {
 }
 
 #[tokio::test]
+async fn clamp_rejects_out_of_range_settings_naming_key_and_bounds() {
+    let server = common::start_default().await;
+    for (config, key, range) in [
+        (
+            json!({"words": {"max_period": 40}}),
+            "words.max_period",
+            "1 to 16",
+        ),
+        (
+            json!({"substring": {"min_copies": 1}}),
+            "substring.min_copies",
+            "2 to 1000",
+        ),
+        (
+            json!({"near": {"line_window": 17}}),
+            "near.line_window",
+            "0 to 16",
+        ),
+    ] {
+        let r = common::client()
+            .post(format!("{}/v1/clamp", server.url))
+            .json(&json!({"text": looping_text(), "config": config}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{key}");
+        let problem: Value = r.json().await.unwrap();
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(key) && detail.contains(range), "{detail}");
+    }
+    // The edge of a range is accepted.
+    let r = common::client()
+        .post(format!("{}/v1/clamp", server.url))
+        .json(&json!({"text": looping_text(), "config": {"words": {"max_period": 16}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
 async fn rescue_and_repair() {
     let server = common::start_default().await;
     let c = common::client();

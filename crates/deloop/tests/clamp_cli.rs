@@ -250,6 +250,29 @@ fn flags_override_the_config() {
 }
 
 #[test]
+fn out_of_range_settings_exit_2_naming_key_and_bounds() {
+    let out = deloop(&["--max-period", "40"], looping().as_bytes());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("words.max_period = 40"), "{err}");
+    assert!(err.contains("1 to 16"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing guarded with a wrong setting"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("guards.toml");
+    std::fs::write(&cfg, "[substring]\nmin_copies = 1\n").unwrap();
+    let out = deloop(&["--config", cfg.to_str().unwrap()], b"x");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("substring.min_copies = 1"), "{err}");
+    assert!(err.contains("2 to 1000"), "{err}");
+    let out = deloop(&["--max-period", "16"], looping().as_bytes());
+    assert_eq!(out.status.code(), Some(3), "16 is in range");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let out = deloop(&["--json", "--stream"], b"x");
     assert_eq!(out.status.code(), Some(2));

@@ -22,6 +22,7 @@
 //! assert!(out.text.len() < text.len());
 //! ```
 
+pub mod bounds;
 mod config;
 mod engine;
 mod fold;
@@ -37,9 +38,9 @@ mod swar;
 mod test_cases;
 mod words;
 
+pub use bounds::OutOfBounds;
 pub use config::{
-    ClampAdjustment, ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig,
-    DEFAULT_CONNECTORS,
+    ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS,
 };
 pub use guarded::{Forward, GuardedCut, GuardedStream, InvalidUtf8};
 

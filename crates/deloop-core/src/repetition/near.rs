@@ -1397,7 +1397,7 @@ impl Near {
         }
         let d = (here - at) as usize;
         if d < self.cfg.chain_min_unit
-            || d > self.cfg.chain_max_unit.min(64)
+            || d > self.cfg.chain_max_unit.min(super::bounds::MAX_CHAIN_UNIT)
             || k < d + CHAIN_SHINGLE - 1
         {
             return;

@@ -194,7 +194,7 @@ impl Plan {
         if streak == 0 {
             return None;
         }
-        let long_span = if n.chain_min_unit > n.chain_max_unit.min(64) {
+        let long_span = if n.chain_min_unit > n.chain_max_unit.min(super::bounds::MAX_CHAIN_UNIT) {
             usize::MAX
         } else {
             CHAIN_START.max(

@@ -54,7 +54,7 @@ impl Filter {
         let s = &config.substring;
         let max_unit = s.max_unit.clamp(1, super::substring::MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
-        let copies = s.min_copies.clamp(2, 1000);
+        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
         let dmin = min_unit;
         let dmax = 4 * max_unit;
         if (copies - 1) * dmin < 15 {
@@ -190,7 +190,7 @@ impl SubScan {
     pub(crate) fn new(config: &ClampConfig, filter: bool) -> Self {
         let s = &config.substring;
         let max_unit = s.max_unit.clamp(1, super::substring::MAX_UNIT_LIMIT);
-        let copies = s.min_copies.clamp(2, 1000);
+        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
         let filter = if filter { Filter::new(config) } else { None };
         SubScan {
             exact: Substring::new(config),

@@ -199,7 +199,7 @@ impl Substring {
         let s = &config.substring;
         let max_unit = s.max_unit.clamp(1, MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
-        let copies = s.min_copies.clamp(2, 1000);
+        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
         let mut thr = [i32::MAX; W];
         for (j, t) in thr.iter_mut().enumerate() {
             let l = W - j;

@@ -154,7 +154,7 @@ impl Periods {
         let w = &config.words;
         let max_p = w.max_period.clamp(1, W);
         let long_max = if w.long_max_period > max_p {
-            w.long_max_period.min(4096)
+            w.long_max_period.min(super::bounds::MAX_RUN_WORDS)
         } else {
             0
         };
@@ -163,13 +163,13 @@ impl Periods {
             *t = w
                 .min_run
                 .max(w.run_per_period.saturating_mul(i + 1))
-                .clamp(1, 4096) as u32;
+                .clamp(1, super::bounds::MAX_RUN_WORDS) as u32;
         }
         Periods {
             max_p,
             thr,
             long_max,
-            long_mult: w.long_run_per_period.clamp(1, 1000),
+            long_mult: w.long_run_per_period.clamp(1, super::bounds::MAX_COPIES),
             long_pct: w.long_last_copy_percent.clamp(1, 100),
             tail_pct: w.tail_last_copy_percent.clamp(1, 100),
         }

@@ -92,11 +92,17 @@ fn clamp_config(state: &AppState, c: Option<ClampRequestConfig>) -> Result<Clamp
     if c.seed_compat {
         return Ok(ClampConfig::seed_compat());
     }
-    serde_json::from_value(Value::Object(c.tables)).map_err(|e| {
+    let config: ClampConfig = serde_json::from_value(Value::Object(c.tables)).map_err(|e| {
         ApiError::bad_request(format!(
             "invalid field `config`: {e} (keys are listed in docs/repetition.md)"
         ))
-    })
+    })?;
+    config.check_bounds().map_err(|e| {
+        ApiError::unprocessable(format!(
+            "field `config`: {e}; change the value (the bounds are listed in docs/repetition.md)"
+        ))
+    })?;
+    Ok(config)
 }
 
 /// `POST /v1/clamp`: cuts periodic loops out of `text`.
@@ -113,6 +119,7 @@ fn clamp_config(state: &AppState, c: Option<ClampRequestConfig>) -> Result<Clamp
         (status = 200, description = "The guarded text and what was cut (`deloop clamp --json`).", body = deloop_render::clamp::ClampJson),
         (status = 400, response = BadRequest),
         (status = 413, response = PayloadTooLarge),
+        (status = 422, response = Unprocessable),
         (status = 415, response = UnsupportedMediaType),
     ),
 )]

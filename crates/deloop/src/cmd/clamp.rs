@@ -132,12 +132,12 @@ fn build_config(args: &Args) -> anyhow::Result<ClampConfig> {
     if args.no_protections {
         config.healthy.enabled = false;
     }
-    for a in config.adjustments() {
-        eprintln!(
-            "deloop: note: config {}: {} adjusted to {} ({})",
-            a.key, a.from, a.to, a.reason
-        );
-    }
+    config.check_bounds().map_err(|e| {
+        BadInput(format!(
+            "guard setting {e}; change the flag or config value \
+             (the bounds are listed in docs/repetition.md)"
+        ))
+    })?;
     Ok(config)
 }
 
