@@ -571,10 +571,10 @@ mod tests {
     /// loops, near-loops and structure, often far apart.
     fn long_text() -> impl Strategy<Value = String> {
         let filler = (1..160usize, any::<u64>()).prop_map(|(n, seed)| {
-            let mut x = seed | 1;
+            let mut rng = fastrand::Rng::with_seed(seed);
             let mut out = String::new();
             for _ in 0..n {
-                crate::repetition::test_cases::xorshift(&mut x);
+                let x = rng.u64(..);
                 let w = [
                     "alpha", "Beta", "gamma,", "délta", "eps", "zeta.", "éta", "θeta", "高", "io",
                 ][(x % 10) as usize];
@@ -648,10 +648,10 @@ mod tests {
             prop::option::of("[xyz ]{1,12}"),
         )
             .prop_map(|((n, seed), (k, useed, copies, cut), after)| {
-                let mut x = seed | 1;
+                let mut rng = fastrand::Rng::with_seed(seed);
                 let mut out = String::new();
                 for _ in 0..n {
-                    crate::repetition::test_cases::xorshift(&mut x);
+                    let x = rng.u64(..);
                     out.push_str(&format!("f{} ", x % 100_000));
                 }
                 let unit: String = (0..k)

@@ -1768,14 +1768,14 @@ mod tests {
         (1..12usize, 6..14usize, 0..4usize, any::<u64>(), 0..4usize).prop_map(
             |(copies, len, spread, seed, how)| {
                 let mut out = String::new();
-                let mut x = seed | 1;
+                let mut rng = fastrand::Rng::with_seed(seed);
                 for c in 0..copies {
                     let n = match how {
                         3 if c % 2 == 1 => 2 * len + spread,
                         _ => len + (c * spread) % 3,
                     };
                     for t in 0..n {
-                        crate::repetition::test_cases::xorshift(&mut x);
+                        let x = rng.u64(..);
                         let w = match how {
                             // Near-duplicates: one word changes (or
                             // only the length does).
@@ -1789,7 +1789,7 @@ mod tests {
                         out.push(' ');
                     }
                     out.pop();
-                    out.push_str(match x % 5 {
+                    out.push_str(match rng.u64(..) % 5 {
                         0 => ".\n",
                         1 if c == 0 => ".\n",
                         2 => "? ",
@@ -2144,9 +2144,9 @@ mod stream_tests {
         // restart point stays at the line's start.
         let syllables = ["ka", "lo", "mi", "ren", "tu", "sa", "vo", "qui"];
         let mut text = String::new();
-        let mut x = 12345u64;
+        let mut rng = fastrand::Rng::with_seed(12345);
         while text.len() <= STREAM_CAP + 64 * 1024 {
-            crate::repetition::test_cases::xorshift(&mut x);
+            let x = rng.u64(..);
             let n = 1 + (x % 3) as usize;
             for k in 0..n {
                 text.push_str(syllables[((x >> (8 * k)) % 8) as usize]);

@@ -963,10 +963,10 @@ mod tests {
     /// structure.
     fn text() -> impl Strategy<Value = String> {
         let filler = (1..400usize, any::<u64>()).prop_map(|(n, seed)| {
-            let mut x = seed | 1;
+            let mut rng = fastrand::Rng::with_seed(seed);
             let mut out = String::new();
             for _ in 0..n {
-                crate::repetition::test_cases::xorshift(&mut x);
+                let x = rng.u64(..);
                 match x % 16 {
                     0 => out.push_str("the "),
                     1 => out.push_str("of "),
@@ -993,11 +993,11 @@ mod tests {
                     if copy == times {
                         last = out.len();
                     }
-                    let mut x = seed | 1;
+                    let mut rng = fastrand::Rng::with_seed(seed);
                     for t in 0..k {
-                        crate::repetition::test_cases::xorshift(&mut x);
+                        let x = rng.u64(..);
                         let v = VARIANTS[(x >> 8) as usize % VARIANTS.len()];
-                        if x % 3 == 0 {
+                        if x.is_multiple_of(3) {
                             let pick = if vary { (copy + t) % v.len() } else { 0 };
                             out.push_str(v[pick]);
                         } else {
