@@ -32,32 +32,11 @@ const TOOL_NAME_CACHE: usize = 1024;
 /// Distinct run names remembered by a guard (the cache is cleared when full).
 const RUN_NAME_CACHE: usize = 1024;
 
-/// A small, fast, non-cryptographic hasher for the scope map (keys are
-/// agent and run names chosen by the caller; the map is capped anyway).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
-
-impl std::hash::Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = self.0 ^ 0xcbf2_9ce4_8422_2325;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            h = (h.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-        self.0 = h;
-    }
-}
-
-/// `BuildHasher` for [`FastHasher`].
-pub(crate) type FastBuild = std::hash::BuildHasherDefault<FastHasher>;
+/// The hasher of the guard's maps (scopes, sessions, name caches; keys
+/// are names chosen by the caller and every map is capped): foldhash's
+/// fast hasher with its fixed seed, so that the hashes a [`super::Replay`]
+/// serialises for the shared session store are the same in every process.
+pub(crate) type FastBuild = foldhash::fast::FixedState;
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ScopeState {
