@@ -230,64 +230,44 @@ fn command_of(args: &Value) -> Option<&str> {
     }
 }
 
-/// Splits a simple shell command into words (single and double quotes,
-/// backslash escapes). `None` for compound commands (pipes, `;`, `&&`, …).
+/// Splits a simple shell command into words (POSIX quoting, by `shlex`).
+/// `None` for compound commands (pipes, `;`, `&&`, redirections, command
+/// substitution, several lines) and for unbalanced quotes.
 fn shell_words(cmd: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = cmd.trim().chars();
-    while let Some(c) = chars.next() {
+    if is_compound(cmd) {
+        return None;
+    }
+    shlex::split(cmd)
+}
+
+/// Shell operators outside quotes. Each operator character is padded with
+/// spaces (a newline becomes ` ; `) and the result split by `shlex`: an
+/// operator outside quotes becomes a word of its own, while one inside
+/// quotes or escaped stays inside a longer word, so `shlex` does the
+/// quoting and no second quote parser is needed here.
+fn is_compound(cmd: &str) -> bool {
+    const OPERATORS: &[char] = &['|', ';', '&', '>', '<', '`'];
+    if !cmd.contains(OPERATORS) && !cmd.trim().contains('\n') {
+        return false;
+    }
+    let mut padded = String::with_capacity(cmd.len() * 2);
+    for c in cmd.trim().chars() {
         match c {
-            '\'' => {
-                in_word = true;
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    cur.push(q);
-                }
+            '\n' => padded.push_str(" ; "),
+            c if OPERATORS.contains(&c) => {
+                padded.push(' ');
+                padded.push(c);
+                padded.push(' ');
             }
-            '"' => {
-                in_word = true;
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => {
-                            if let Some(n) = chars.next() {
-                                if n != '"' && n != '\\' {
-                                    cur.push('\\');
-                                }
-                                cur.push(n);
-                            }
-                        }
-                        _ => cur.push(q),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            '|' | ';' | '&' | '>' | '<' | '`' | '\n' => return None,
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            _ => {
-                in_word = true;
-                cur.push(c);
-            }
+            c => padded.push(c),
         }
     }
-    if in_word {
-        words.push(cur);
+    match shlex::split(&padded) {
+        Some(words) => words
+            .iter()
+            .any(|w| w.len() == 1 && w.starts_with(OPERATORS)),
+        None => true,
     }
-    Some(words)
 }
 
 fn split_program(words: &[String]) -> Option<(&str, &[String])> {
@@ -488,6 +468,45 @@ mod tests {
         assert_eq!(fp, "AGENT::explorer::read::src/app/app.ts");
         let p = default_procedure("read", &json!({"path": "a::b"}));
         assert_eq!(p.context, "a:b");
+    }
+
+    #[test]
+    fn shell_words_split_quotes_and_refuse_compound_commands() {
+        let w = |c: &str| shell_words(c);
+        assert_eq!(
+            w(r#"grep -rn "double.*jump" 'src dir/' a\ b"#),
+            Some(vec![
+                "grep".into(),
+                "-rn".into(),
+                "double.*jump".into(),
+                "src dir/".into(),
+                "a b".into()
+            ])
+        );
+        // Operators inside quotes or escaped are literal.
+        assert_eq!(
+            w(r#"grep "a|b;c" x\|y '&'"#),
+            Some(vec![
+                "grep".into(),
+                "a|b;c".into(),
+                "x|y".into(),
+                "&".into()
+            ])
+        );
+        for c in [
+            "grep a src | wc -l",
+            "grep a src|wc",
+            "cd x && grep a",
+            "grep a > out",
+            "grep a 2>&1",
+            "echo `ls`",
+            "grep a\ngrep b",
+            "grep a;ls",
+            "\"unbalanced",
+        ] {
+            assert_eq!(w(c), None, "{c}");
+        }
+        assert_eq!(w("  "), Some(Vec::new()));
     }
 
     #[test]
