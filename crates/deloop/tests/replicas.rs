@@ -5,7 +5,7 @@
 //! (`/readyz` too), `/healthz` stays 200, and the same processes serve again
 //! once the store is back.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -16,29 +16,10 @@ mod common;
 
 use common::{start, Server};
 
-/// One request with `Connection: close`; answers (status, head, body).
+/// One request with `Connection: close`; answers (status, lower-cased
+/// head, body).
 fn http(method: &str, url: &str, body: &[u8]) -> (u16, String, String) {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap_or((rest, "/".into()));
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_ascii_lowercase(), body.to_string())
+    common::http_with_head(method, url, Some(body), "application/json")
 }
 
 fn replica(store: &str) -> Server {

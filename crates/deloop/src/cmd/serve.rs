@@ -51,6 +51,21 @@ pub(crate) fn load(config: Option<&std::path::Path>) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// [`load`], then the command's flags applied to the server settings and
+/// the result checked again (a flag out of range names its key).
+fn load_with(
+    config: Option<&std::path::Path>,
+    flags: impl FnOnce(&mut deloop_config::ServerSettings),
+) -> anyhow::Result<Config> {
+    let mut config = load(config)?;
+    flags(&mut config.server);
+    config
+        .server
+        .validate()
+        .map_err(|e| BadInput(e.to_string()))?;
+    Ok(config)
+}
+
 /// Sets up logging on stderr in the configured format (`text` or `json`),
 /// filtered by `DELOOP_LOG` (default `info` for the server).
 pub(crate) fn init_logging(format: &str) {
@@ -91,17 +106,14 @@ pub(crate) fn state(
 
 /// Runs `deloop serve`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let mut config = load(args.config.as_deref())?;
-    if let Some(listen) = args.listen {
-        config.server.listen = listen;
-    }
-    if let Some(store) = args.session_store {
-        config.server.sessions.store = store;
-    }
-    config
-        .server
-        .validate()
-        .map_err(|e| BadInput(e.to_string()))?;
+    let mut config = load_with(args.config.as_deref(), |s| {
+        if let Some(listen) = args.listen {
+            s.listen = listen;
+        }
+        if let Some(store) = args.session_store {
+            s.sessions.store = store;
+        }
+    })?;
     init_logging(&config.server.log_format);
     let addr = config
         .server
@@ -257,14 +269,11 @@ pub struct McpArgs {
 
 /// Runs `deloop mcp`.
 pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
-    let mut config = load(args.config.as_deref())?;
-    if let Some(store) = args.session_store {
-        config.server.sessions.store = store;
-        config
-            .server
-            .validate()
-            .map_err(|e| BadInput(e.to_string()))?;
-    }
+    let config = load_with(args.config.as_deref(), |s| {
+        if let Some(store) = args.session_store {
+            s.sessions.store = store;
+        }
+    })?;
     init_logging(&config.server.log_format);
     let (state, store) = state(&config)?;
     let state = state.serving_oracle();

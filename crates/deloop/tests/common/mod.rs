@@ -82,6 +82,17 @@ pub fn post(url: &str, body: &Value) -> (u16, Value) {
 }
 
 pub fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) -> (u16, String) {
+    let (status, _, body) = http_with_head(method, url, body, content_type);
+    (status, body)
+}
+
+/// [`http`], also answering the response head, lower-cased (for headers).
+pub fn http_with_head(
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    content_type: &str,
+) -> (u16, String, String) {
     use std::io::Read;
     let rest = url.strip_prefix("http://").unwrap();
     let (host, path) = rest
@@ -111,7 +122,7 @@ pub fn http(method: &str, url: &str, body: Option<&[u8]>, content_type: &str) ->
     } else {
         rest.to_string()
     };
-    (status, body)
+    (status, head.to_ascii_lowercase(), body)
 }
 
 fn dechunk(mut s: &str) -> String {
