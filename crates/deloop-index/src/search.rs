@@ -21,6 +21,7 @@ pub const AGREEMENT_DEPTH: usize = 10;
 /// Which retrieval to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Retrieval {
     /// Lexical and vector results fused by reciprocal rank fusion.
     #[default]

@@ -19,6 +19,7 @@ pub enum JsonMode {
 /// Who spoke an earlier turn of a dialogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Role {
     /// The user (Gemini role `user`, OpenAI role `user`).
     User,
@@ -38,6 +39,8 @@ impl Role {
 
 /// One earlier turn of a dialogue, sent before the request's own prompt.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Turn {
     /// Who spoke.
     pub role: Role,

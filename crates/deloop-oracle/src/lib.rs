@@ -51,5 +51,5 @@ pub use ask::{
 pub use language::{detect_language, Language};
 pub use oracle::{OpenOptions, Oracle, OracleError, SearchHit, SearchReport};
 pub use report::{AskReport, HydeInfo, PassageInfo, RetrievalInfo};
-pub use settings::MAX_K;
+pub use settings::{check_k, MAX_K};
 pub use types::{Citation, Mode, Passage};

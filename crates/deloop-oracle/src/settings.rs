@@ -44,7 +44,7 @@ pub(crate) struct Settings {
 }
 
 /// Checks that `k` passages may be retrieved.
-pub(crate) fn check_k(k: usize) -> Result<usize, String> {
+pub fn check_k(k: usize) -> Result<usize, String> {
     if (1..=MAX_K).contains(&k) {
         Ok(k)
     } else {

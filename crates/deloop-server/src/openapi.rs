@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::response::{Response, ResponseBuilder};
-use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 use utoipa::{PartialSchema, ToResponse, ToSchema};
@@ -210,49 +210,6 @@ impl ToSchema for AskEventStream {
         add::<CutEvent>(schemas);
         add::<AskReport>(schemas);
         add::<ErrorEvent>(schemas);
-    }
-}
-
-/// One line of the `application/x-ndjson` answer of `POST /v1/check`: a
-/// call's verdict, the summary (last), or an error that ended the stream.
-#[derive(Debug, Clone, Copy)]
-pub struct CheckLine;
-
-impl PartialSchema for CheckLine {
-    fn schema() -> RefOr<Schema> {
-        use deloop_render::check::{CheckCallLine, CheckSummaryLine};
-        OneOfBuilder::new()
-            .item(Ref::from_schema_name(CheckCallLine::name()))
-            .item(Ref::from_schema_name(CheckSummaryLine::name()))
-            .item(Ref::from_schema_name(
-                crate::routes::guards::CheckErrorLine::name(),
-            ))
-            .description(Some(
-                "One JSON line: each line of the body is one of these objects. One line per \
-                 call event in transcript order, then `{\"summary\": {...}}`; a malformed line \
-                 found after streaming began ends the stream with `{\"error\": {\"line\", \
-                 \"message\"}}` instead of the summary.",
-            ))
-            .into()
-    }
-}
-
-impl ToSchema for CheckLine {
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        use crate::routes::guards::CheckErrorLine;
-        use deloop_render::check::{CheckCallLine, CheckSummaryLine};
-        schemas.push((CheckCallLine::name().into_owned(), CheckCallLine::schema()));
-        CheckCallLine::schemas(schemas);
-        schemas.push((
-            CheckSummaryLine::name().into_owned(),
-            CheckSummaryLine::schema(),
-        ));
-        CheckSummaryLine::schemas(schemas);
-        schemas.push((
-            CheckErrorLine::name().into_owned(),
-            CheckErrorLine::schema(),
-        ));
-        CheckErrorLine::schemas(schemas);
     }
 }
 

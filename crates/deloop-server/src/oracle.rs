@@ -5,36 +5,94 @@
 //! the default index, which takes a while): until then `/readyz` answers
 //! 503 and so do the `/api/*` routes, with `Retry-After`.
 
-use deloop_oracle::{AskRequest, Language, Oracle, OracleError, Retrieval, Role, Turn as LlmTurn};
+use deloop_oracle::{AskRequest, Language, Mode, Oracle, OracleError, Retrieval, Turn};
 use futures_util::future::BoxFuture;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::mcp::{
-    AskArgs, AskLang, AskMode, AskRetrieval, AskService, SearchArgs, ToolError, Turn, TurnRole,
-};
+use crate::mcp::{AskService, ToolError};
 use crate::state::AppState;
 
-impl AskMode {
-    /// The oracle's mode.
-    pub fn oracle_mode(self) -> deloop_oracle::Mode {
+/// The answer language a request asks for: a language, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AskLang {
+    /// Detect it from the question (the default).
+    #[default]
+    Auto,
+    /// Spanish.
+    Es,
+    /// English.
+    En,
+}
+
+impl AskLang {
+    /// `auto`, `es` or `en`.
+    pub fn as_str(self) -> &'static str {
         match self {
-            AskMode::Oracle => deloop_oracle::Mode::Oracle,
-            AskMode::Help => deloop_oracle::Mode::Help,
-            AskMode::Tutor => deloop_oracle::Mode::Tutor,
+            AskLang::Auto => "auto",
+            AskLang::Es => "es",
+            AskLang::En => "en",
+        }
+    }
+
+    /// The language to answer in: `auto` detects it from `question`.
+    pub fn resolve(self, question: &str) -> Language {
+        match self {
+            AskLang::Es => Language::Es,
+            AskLang::En => Language::En,
+            AskLang::Auto => deloop_oracle::detect_language(question),
         }
     }
 }
 
-impl AskRetrieval {
-    /// The index's retrieval.
-    pub fn retrieval(self) -> Retrieval {
-        match self {
-            AskRetrieval::Hybrid => Retrieval::Hybrid,
-            AskRetrieval::Lexical => Retrieval::Lexical,
-            AskRetrieval::Vector => Retrieval::Vector,
-        }
-    }
+/// The arguments of the MCP `ask` tool: the body of `POST /api/oracle`
+/// with the mode as an argument. Absent options are `None`: the server's
+/// `[oracle]` settings apply.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskArgs {
+    /// The question, in Spanish or English.
+    #[schema(min_length = 1)]
+    pub question: String,
+    /// Answer style: oracle (default: rich markdown that cites its
+    /// sources), help (short and plain), tutor (teaches step by step and
+    /// ends with open questions; pass the earlier turns in `history`).
+    pub mode: Option<Mode>,
+    /// Answer language; default auto (the question's language).
+    pub lang: Option<AskLang>,
+    /// Passages to retrieve, 1 to 100; default the server's (6).
+    #[schema(minimum = 1, maximum = 100)]
+    pub k: Option<usize>,
+    /// Retrieve with a hypothetical answer written by the LLM first (HyDE);
+    /// helps vague questions, costs one more LLM call. Default false.
+    pub hyde: Option<bool>,
+    /// How passages are found: hybrid (default: keywords and embeddings
+    /// fused), lexical (BM25 keywords), vector (embeddings).
+    pub retrieval: Option<Retrieval>,
+    /// Earlier turns of the dialogue, oldest first (for tutor mode).
+    #[serde(default)]
+    pub history: Vec<Turn>,
+}
+
+/// The arguments of the MCP `search` tool.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for, in words (search syntax characters are treated as
+    /// separators).
+    #[schema(min_length = 1)]
+    pub query: String,
+    /// Passages to return, 1 to 100; default 10.
+    #[schema(minimum = 1, maximum = 100)]
+    pub k: Option<usize>,
+    /// hybrid (default: keywords and embeddings fused), lexical (BM25
+    /// keywords) or vector (embeddings).
+    pub retrieval: Option<Retrieval>,
+    /// Expand the query with a hypothetical answer written by the LLM
+    /// (HyDE). Default false.
+    pub hyde: Option<bool>,
 }
 
 impl AskArgs {
@@ -42,18 +100,13 @@ impl AskArgs {
     /// defaults; `lang: "auto"` detects the language from the question,
     /// whatever `[oracle] language` says.
     pub fn into_request(self) -> AskRequest {
-        let lang = self.lang.map(|l| match l {
-            AskLang::Es => Language::Es,
-            AskLang::En => Language::En,
-            AskLang::Auto => deloop_oracle::detect_language(&self.question),
-        });
         AskRequest {
-            mode: self.mode.map(AskMode::oracle_mode),
-            lang,
+            mode: self.mode,
+            lang: self.lang.map(|l| l.resolve(&self.question)),
             k: self.k,
             hyde: self.hyde,
-            retrieval: self.retrieval.map(AskRetrieval::retrieval),
-            history: self.history.into_iter().map(llm_turn).collect(),
+            retrieval: self.retrieval,
+            history: self.history,
             question: self.question,
             no_llm: false,
             stream: None,
@@ -61,13 +114,15 @@ impl AskArgs {
     }
 }
 
-fn llm_turn(t: Turn) -> LlmTurn {
-    LlmTurn {
-        role: match t.role {
-            TurnRole::User => Role::User,
-            TurnRole::Assistant => Role::Assistant,
-        },
-        content: t.content,
+/// Checks what serde cannot: a question or query that is not blank, and
+/// `k` within the oracle's bounds. The message names the field.
+pub fn check_text_and_k(field: &str, text: &str, k: Option<usize>) -> Result<(), String> {
+    if text.trim().is_empty() {
+        return Err(format!("`{field}` is empty: write the {field}"));
+    }
+    match k.map(deloop_oracle::check_k) {
+        Some(Err(e)) => Err(format!("`k`: {e}")),
+        _ => Ok(()),
     }
 }
 
@@ -143,7 +198,7 @@ impl AskService for OracleTools {
                 .search(
                     &args.query,
                     args.k.unwrap_or(oracle.default_k()),
-                    args.retrieval.map(AskRetrieval::retrieval),
+                    args.retrieval,
                     args.hyde.unwrap_or(false),
                 )
                 .await

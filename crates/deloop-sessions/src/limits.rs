@@ -50,19 +50,19 @@ pub fn check_call(c: &CallInput) -> Result<(), SessionError> {
 pub fn check_result(r: &ResultInput) -> Result<(), SessionError> {
     match (&r.result, &r.error) {
         (Some(_), Some(_)) => {
-            return Err(SessionError::BadEvent(
+            return Err(SessionError::Invalid(
                 "send one of `result` and `error`, not both".into(),
             ))
         }
         (None, None) => {
-            return Err(SessionError::BadEvent(
+            return Err(SessionError::Invalid(
                 "missing field `result` (or `error`)".into(),
             ))
         }
         _ => {}
     }
     if r.id.is_none() && (r.tool.is_none() || r.args.is_none()) {
-        return Err(SessionError::BadEvent(
+        return Err(SessionError::Invalid(
             "a result without `id` needs `tool` and `args` to find its call".into(),
         ));
     }

@@ -13,14 +13,16 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiJson, ApiQuery};
-use crate::openapi::{BadRequest, CheckLine, PayloadTooLarge, Unprocessable, UnsupportedMediaType};
+use crate::openapi::{BadRequest, PayloadTooLarge, Unprocessable, UnsupportedMediaType};
 use crate::state::AppState;
+use utoipa::openapi::schema::{OneOfBuilder, Schema};
+use utoipa::openapi::{Ref, RefOr};
 
 /// `POST /v1/clamp` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClampRequest {
-    /// The text to guard.
+    /// The text to guard, complete (for example a model's whole answer).
     pub text: String,
     /// Guard settings: the CLI config file's `[words]`, `[substring]` and
     /// `[healthy]` tables, plus `seed_compat`. Absent: the server's defaults.
@@ -159,9 +161,10 @@ async fn off_runtime<T: Send + 'static>(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RescueRequest {
-    /// The model's reply.
+    /// The model's raw output, as received.
     pub text: String,
-    /// The key whose value to rescue.
+    /// The key whose value to rescue, for example "answer". The first
+    /// occurrence at any depth is used.
     pub key: String,
 }
 
@@ -217,7 +220,7 @@ pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value,
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RepairRequest {
-    /// The model's reply.
+    /// The model's raw output, as received.
     pub text: String,
 }
 
@@ -276,6 +279,33 @@ pub struct CheckQuery {
     pub profile: Option<String>,
 }
 
+/// The check's options for a request (HTTP query or MCP arguments): the
+/// error names the field (`format` or `profile`) and its allowed values.
+pub fn check_options(state: &AppState, q: &CheckQuery) -> Result<CheckOptions, String> {
+    let format = match q.format.as_deref() {
+        None => deloop_core::loops::transcript::TranscriptFormat::Auto,
+        Some(f) => f.parse().map_err(|_| {
+            format!("`format`: {f:?} is not one of auto, events, openai, anthropic")
+        })?,
+    };
+    let profile = match q.profile.as_deref() {
+        None => state.guard().profile,
+        Some(p) => p.parse().map_err(|_| {
+            format!(
+                "`profile`: {p:?} is not one of {}",
+                deloop_core::loops::Profile::names_list()
+            )
+        })?,
+    };
+    Ok(CheckOptions {
+        format,
+        profile,
+        config: Some(state.guard().config.clone()),
+        json: true,
+        lossy: false,
+    })
+}
+
 /// The last line of a `POST /v1/check` stream that failed after
 /// streaming began: `{"error": {"line", "message"}}`.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
@@ -292,6 +322,48 @@ pub struct CheckLineError {
     pub line: Option<usize>,
     /// What is wrong with it.
     pub message: String,
+}
+
+/// One line of the `application/x-ndjson` answer of `POST /v1/check`: a
+/// call's verdict, the summary (last), or an error that ended the stream.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckLine;
+
+impl utoipa::PartialSchema for CheckLine {
+    fn schema() -> RefOr<Schema> {
+        use deloop_render::check::{CheckCallLine, CheckSummaryLine};
+        use utoipa::ToSchema;
+        OneOfBuilder::new()
+            .item(Ref::from_schema_name(CheckCallLine::name()))
+            .item(Ref::from_schema_name(CheckSummaryLine::name()))
+            .item(Ref::from_schema_name(CheckErrorLine::name()))
+            .description(Some(
+                "One JSON line: each line of the body is one of these objects. One line per \
+                 call event in transcript order, then `{\"summary\": {...}}`; a malformed line \
+                 found after streaming began ends the stream with `{\"error\": {\"line\", \
+                 \"message\"}}` instead of the summary.",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for CheckLine {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        use deloop_render::check::{CheckCallLine, CheckSummaryLine};
+        use utoipa::PartialSchema;
+        schemas.push((CheckCallLine::name().into_owned(), CheckCallLine::schema()));
+        CheckCallLine::schemas(schemas);
+        schemas.push((
+            CheckSummaryLine::name().into_owned(),
+            CheckSummaryLine::schema(),
+        ));
+        CheckSummaryLine::schemas(schemas);
+        schemas.push((
+            CheckErrorLine::name().into_owned(),
+            CheckErrorLine::schema(),
+        ));
+        CheckErrorLine::schemas(schemas);
+    }
 }
 
 /// `POST /v1/check`: replays a whole transcript (the body) and streams
@@ -339,30 +411,8 @@ pub async fn check(
             ApiError::bad_request(format!("cannot read the transcript: {}", r.body_text()))
         }
     })?;
-    let format = match q.format.as_deref() {
-        None => deloop_core::loops::transcript::TranscriptFormat::Auto,
-        Some(f) => f.parse().map_err(|_| {
-            ApiError::bad_request(format!(
-                "query parameter `format`: {f:?} is not one of auto, events, openai, anthropic"
-            ))
-        })?,
-    };
-    let profile = match q.profile.as_deref() {
-        None => state.guard().profile,
-        Some(p) => p.parse().map_err(|_| {
-            ApiError::bad_request(format!(
-                "query parameter `profile`: {p:?} is not one of {}",
-                deloop_core::loops::Profile::names_list()
-            ))
-        })?,
-    };
-    let options = CheckOptions {
-        format,
-        profile,
-        config: Some(state.guard().config.clone()),
-        json: true,
-        lossy: false,
-    };
+    let options = check_options(&state, &q)
+        .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let idle = state.settings().stream_idle_timeout();
     tokio::task::spawn_blocking(move || {

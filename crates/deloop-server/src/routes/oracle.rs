@@ -9,17 +9,16 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use deloop_oracle::{AskEvent, AskRequest, Oracle};
+use deloop_oracle::{AskEvent, AskRequest, Mode, Oracle, Retrieval, Turn};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use tokio::task::JoinHandle;
 
 use crate::error::{ApiError, ApiJson};
-use crate::mcp::{AskArgs, AskLang, AskMode, AskRetrieval, Turn};
 use crate::openapi::{
     AskEventStream, BadRequest, OracleFailed, PayloadTooLarge, Unavailable, UnsupportedMediaType,
 };
-use crate::oracle::{api_error, oracle_of, record_cut};
+use crate::oracle::{api_error, oracle_of, record_cut, AskArgs, AskLang};
 use crate::state::AppState;
 
 /// The body of `/api/oracle`, `/api/help` and `/api/tutor`. Absent
@@ -38,7 +37,7 @@ pub struct AskBody {
     /// Retrieve with a HyDE passage written by the LLM.
     pub hyde: Option<bool>,
     /// `hybrid`, `lexical` or `vector`.
-    pub retrieval: Option<AskRetrieval>,
+    pub retrieval: Option<Retrieval>,
     /// Earlier turns of the dialogue, oldest first (the tutor's).
     #[serde(default)]
     pub history: Vec<Turn>,
@@ -48,7 +47,7 @@ pub struct AskBody {
 }
 
 impl AskBody {
-    fn into_request(self, mode: AskMode) -> AskRequest {
+    fn into_request(self, mode: Mode) -> AskRequest {
         let stream = self.stream;
         let mut req = AskArgs {
             question: self.question,
@@ -111,15 +110,15 @@ macro_rules! ask_route {
 
 ask_route!(
     /// `POST /api/oracle`.
-    oracle, "/api/oracle", AskMode::Oracle, "Ask the documentation oracle (rich markdown with citations)"
+    oracle, "/api/oracle", Mode::Oracle, "Ask the documentation oracle (rich markdown with citations)"
 );
 ask_route!(
     /// `POST /api/help`.
-    help, "/api/help", AskMode::Help, "Ask for help (short, plain answers)"
+    help, "/api/help", Mode::Help, "Ask for help (short, plain answers)"
 );
 ask_route!(
     /// `POST /api/tutor`.
-    tutor, "/api/tutor", AskMode::Tutor, "Ask the tutor (step by step, with `history` for the dialogue)"
+    tutor, "/api/tutor", Mode::Tutor, "Ask the tutor (step by step, with `history` for the dialogue)"
 );
 
 fn wants_events(headers: &HeaderMap, body: &AskBody) -> bool {
@@ -136,7 +135,7 @@ fn wants_events(headers: &HeaderMap, body: &AskBody) -> bool {
 
 async fn ask(
     state: AppState,
-    mode: AskMode,
+    mode: Mode,
     headers: &HeaderMap,
     body: AskBody,
 ) -> Result<Response, ApiError> {

@@ -77,20 +77,8 @@ pub async fn result(
     Path(session): Path<String>,
     ApiJson(body): ApiJson<ResultInput>,
 ) -> Result<ApiJson<ResultOut>, ApiError> {
-    match (&body.result, &body.error) {
-        (None, None) => return Err(ApiError::bad_request("missing field `result` (or `error`)")),
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "send one of `result` and `error`, not both",
-            ))
-        }
-        _ => {}
-    }
-    if body.id.is_none() && (body.tool.is_none() || body.args.is_none()) {
-        return Err(ApiError::bad_request(
-            "a result without `id` needs fields `tool` and `args` to find its call",
-        ));
-    }
+    // The store checks the body (one of `result` and `error`, a way to
+    // find the call, field caps) before anything is stored: a 400.
     Ok(ApiJson(state.sessions().result(&session, body).await?))
 }
 
