@@ -67,8 +67,10 @@ impl IndexPool {
 /// The query embedder matching the index's vectors, or why there is none
 /// (retrieval then falls back to lexical and reports the reason).
 #[derive(Default)]
-pub(crate) struct QueryEmbedder {
+pub struct QueryEmbedder {
+    /// The embedder, when one matches the index's vectors.
     pub embedder: Option<SharedEmbedder>,
+    /// Why there is none, when the index has vectors.
     pub problem: Option<String>,
 }
 
@@ -133,7 +135,11 @@ fn build_embedder(
 }
 
 /// The query embedder matching the embedder recorded in `index`.
-pub(crate) fn query_embedder(config: &Config, index: &Index) -> QueryEmbedder {
+pub(crate) fn query_embedder(
+    config: &Config,
+    index: &Index,
+    onnx_dir: Option<&Path>,
+) -> QueryEmbedder {
     let problem = |p: String| QueryEmbedder {
         embedder: None,
         problem: Some(p),
@@ -144,7 +150,7 @@ pub(crate) fn query_embedder(config: &Config, index: &Index) -> QueryEmbedder {
         Err(e) => return problem(format!("cannot read the index's embedder: {e}")),
     };
     if let Some(loaded) =
-        deloop_index::local_embedder_for_id(&info.id, config.index.minilm_dir.as_deref(), None)
+        deloop_index::local_embedder_for_id(&info.id, config.index.minilm_dir.as_deref(), onnx_dir)
     {
         return match loaded {
             Ok(m) => QueryEmbedder {
@@ -219,7 +225,7 @@ pub(crate) fn open_index(
             .as_deref()
             .filter(|r| !explicit && crate::embedded::is_stale(r))
         {
-            let query = query_embedder(config, &index);
+            let query = query_embedder(config, &index, None);
             let lexical = matches!(index.embedder_info(), Ok(Some(ref i)) if i.is_none());
             if query.embedder.is_some() || lexical {
                 match crate::embedded::refresh_default_index(

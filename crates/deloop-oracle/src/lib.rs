@@ -33,6 +33,7 @@ pub mod extractive;
 pub mod glossary;
 pub mod hyde;
 mod index_pool;
+pub mod index_search;
 pub mod language;
 pub mod messages;
 mod oracle;

@@ -21,9 +21,10 @@ use crate::extractive::{extractive_answer, ExtractiveReason};
 use crate::hyde::PassageCache;
 use crate::hyde::{hyde_passage, HydeOutcome};
 use crate::index_pool::{open_index, query_embedder, IndexPool, QueryEmbedder};
+use crate::index_search::{search_index, SearchQuery};
 use crate::language::{detect_language, Language};
 use crate::report::{AskReport, HydeInfo, PassageInfo, RetrievalInfo};
-use crate::retrieve::{passage_from_match, retrieve, search_request, IndexCache, RetrieveOptions};
+use crate::retrieve::{passage_from_match, retrieve, IndexCache, RetrieveOptions};
 use crate::settings::{check_k, Settings};
 use crate::synthesis::{synthesize, AnswerOptions, DegradedReason};
 use crate::types::Passage;
@@ -692,26 +693,18 @@ impl Oracle {
         };
         let passage = hyde.as_ref().and_then(|h| h.passage.clone());
         let text = query.clone();
-        let (outcome, problem) = self
+        let rrf_k = deloop_index::DEFAULT_RRF_K;
+        let outcome = self
             .blocking(move |inner, index| {
-                let (embedder, mut problem) = if mode == Retrieval::Lexical {
-                    (None, None)
-                } else {
-                    let q = inner.query_embedder(index);
-                    (q.embedder.as_deref(), q.problem.clone())
-                };
-                let (req, failed) = search_request(
-                    embedder.map(|e| e as &dyn Embedder),
-                    &text,
-                    passage.as_deref(),
-                    hyde_join,
+                let q = SearchQuery {
+                    text: &text,
+                    passage: passage.as_deref(),
+                    join: hyde_join,
                     mode,
                     k,
-                );
-                if let Some(err) = failed {
-                    problem = Some(format!("the embedder failed: {err}"));
-                }
-                index.search(&req).map(|o| (o, problem))
+                    rrf_k,
+                };
+                search_index(index, inner.query_embedder(index), &q)
             })
             .await??;
         let hits = outcome
@@ -732,15 +725,11 @@ impl Oracle {
                 }
             })
             .collect();
-        let fallback_reason = match (outcome.fallback_reason, problem) {
-            (Some(_), Some(problem)) => Some(problem),
-            (reason, _) => reason,
-        };
         Ok(SearchReport {
             query,
             retrieval_requested: mode.name().into(),
             retrieval_used: outcome.retrieval_used.name().into(),
-            fallback_reason,
+            fallback_reason: outcome.fallback_reason,
             hits,
             hyde: hyde.map(|h| HydeInfo {
                 passage: h.passage,
@@ -756,7 +745,7 @@ impl Inner {
     /// The query embedder, loaded on first use (blocking).
     fn query_embedder(&self, index: &deloop_index::Index) -> &QueryEmbedder {
         self.embedder
-            .get_or_init(|| query_embedder(&self.config, index))
+            .get_or_init(|| query_embedder(&self.config, index, None))
     }
 }
 

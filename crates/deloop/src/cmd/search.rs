@@ -5,12 +5,11 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use deloop_index::{
-    local_embedder_for_id, Index, LocalEmbedder, Retrieval, SearchOutcome, SearchRequest,
-};
+use deloop_index::{Index, Retrieval, SearchOutcome};
 use deloop_llm::LlmClient;
 use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams};
-use deloop_oracle::retrieve::{search_request, HydeJoin, IndexCache};
+use deloop_oracle::index_search::{query_embedder, search_index, SearchQuery};
+use deloop_oracle::retrieve::{HydeJoin, IndexCache};
 
 use crate::cmd::index::{db_path, map_index_error};
 use crate::exit::{BadInput, Exit};
@@ -67,71 +66,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The query embedder for this index, or why there is none.
-enum QueryEmbedder {
-    Ready(LocalEmbedder),
-    Unavailable(String),
-    NotNeeded,
-}
-
-impl QueryEmbedder {
-    fn for_index(index: &Index, mode: Retrieval, args: &Args) -> anyhow::Result<Self> {
-        if mode == Retrieval::Lexical {
-            return Ok(QueryEmbedder::NotNeeded);
-        }
-        Ok(match index.embedder_info()? {
-            None => QueryEmbedder::NotNeeded, // empty index: search reports it
-            Some(info) if info.is_none() => QueryEmbedder::NotNeeded,
-            Some(info) => match local_embedder_for_id(
-                &info.id,
-                args.minilm_dir.as_deref(),
-                args.onnx_dir.as_deref(),
-            ) {
-                Some(Ok(m)) => QueryEmbedder::Ready(m),
-                Some(Err(e)) => QueryEmbedder::Unavailable(format!("embedder failed: {e}")),
-                None => QueryEmbedder::Unavailable(format!(
-                    "the index's vectors come from `{}`, which `deloop search` cannot run",
-                    info.id
-                )),
-            },
-        })
-    }
-
-    /// Searches `index` for `base.text` with the HyDE `passage` (if any)
-    /// joined as `join` says (the query vector, the lexical expansion, or
-    /// the passage's own ranking).
-    fn search(
-        &self,
-        index: &Index,
-        base: SearchRequest,
-        passage: Option<&str>,
-        join: HydeJoin,
-    ) -> anyhow::Result<SearchOutcome> {
-        let mut reason = None;
-        let embedder = match self {
-            QueryEmbedder::Ready(m) => Some(m.as_ref() as &dyn deloop_index::Embedder),
-            QueryEmbedder::Unavailable(r) => {
-                reason = Some(r.clone());
-                None
-            }
-            QueryEmbedder::NotNeeded => None,
-        };
-        let (mut req, failed) =
-            search_request(embedder, &base.text, passage, join, base.mode, base.k);
-        req.rrf_k = base.rrf_k;
-        if let Some(e) = failed {
-            reason = Some(format!("embedder failed: {e}"));
-        }
-        let mut outcome = index.search(&req).map_err(map_index_error)?;
-        if outcome.fallback_reason.is_some() {
-            if let Some(r) = reason {
-                outcome.fallback_reason = Some(r);
-            }
-        }
-        Ok(outcome)
-    }
-}
-
 /// Runs `deloop search`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     // HyDE (docs/oracle.md): the LLM from the config file / environment.
@@ -148,23 +82,32 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     };
     let db = db_path(args.db.as_deref())?;
     let index = Index::open_existing(&db).map_err(map_index_error)?;
-    let embedder = QueryEmbedder::for_index(&index, mode, &args)?;
-    let hyde_search = |index: &Index, req: SearchRequest| -> anyhow::Result<SearchOutcome> {
+    let mut config = deloop_config::Config::load(None)?;
+    if let Some(dir) = &args.minilm_dir {
+        config.index.minilm_dir = Some(dir.clone());
+    }
+    let embedder = if mode == Retrieval::Lexical {
+        deloop_oracle::index_search::QueryEmbedder::default()
+    } else {
+        query_embedder(&config, &index, args.onnx_dir.as_deref())
+    };
+    let search = |index: &Index, text: String| -> anyhow::Result<SearchOutcome> {
         let passage = hyde.as_ref().and_then(|h| {
-            let outcome = h.passage(index, &req.text);
+            let outcome = h.passage(index, &text);
             if let Some(reason) = &outcome.fallback_reason {
                 eprintln!("deloop search: HyDE fell back to the plain query: {reason}");
             }
             outcome.passage
         });
-        embedder.search(index, req, passage.as_deref(), join)
-    };
-    let request = |text: String| SearchRequest {
-        text,
-        k: args.k,
-        mode,
-        rrf_k: args.rrf_k,
-        ..Default::default()
+        let q = SearchQuery {
+            text: &text,
+            passage: passage.as_deref(),
+            join,
+            mode,
+            k: args.k,
+            rrf_k: args.rrf_k,
+        };
+        search_index(index, &embedder, &q).map_err(map_index_error)
     };
 
     if let Some(file) = &args.queries {
@@ -181,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             let (id, text) = parse_query_line(&line)
                 .map_err(|e| BadInput(format!("{} line {}: {e}", file.display(), n + 1)))?;
             let started = Instant::now();
-            let outcome = hyde_search(&index, request(text))?;
+            let outcome = search(&index, text)?;
             let took_ms = started.elapsed().as_secs_f64() * 1000.0;
             if !noted {
                 if let Some(note) = fallback_note(mode, &outcome) {
@@ -206,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if query.is_empty() {
         return Err(BadInput("the query is empty".into()).into());
     }
-    let outcome = hyde_search(&index, request(query.clone()))?;
+    let outcome = search(&index, query.clone())?;
     if let Some(note) = fallback_note(mode, &outcome) {
         eprintln!("{note}");
     }
@@ -235,9 +178,9 @@ fn parse_query_line(line: &str) -> Result<(String, String), String> {
 }
 
 /// HyDE for `deloop search --hyde`: the configured LLM, the HyDE settings
-/// of the config file / environment, and a runtime for the calls. (The
-/// server's and MCP's search is `deloop_oracle::Oracle::search`; this
-/// command keeps its own loop for batches of BEIR queries.)
+/// of the config file / environment, and a runtime for the calls. The
+/// search itself is the oracle's ([`search_index`]), as for the server's
+/// and MCP's `search`.
 struct SearchHyde {
     rt: tokio::runtime::Runtime,
     client: LlmClient,
