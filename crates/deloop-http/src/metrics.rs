@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicI64;
 use std::time::Instant;
 
 use axum::extract::Request;
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -23,7 +24,7 @@ use prometheus_client::registry::Registry;
 pub struct RouteLabels {
     /// The route pattern (`/v1/sessions/{session}/calls`), never the raw path.
     pub route: String,
-    /// The HTTP method.
+    /// The HTTP method, from a fixed set ([`method_label`]).
     pub method: String,
     /// The status code.
     pub status: u16,
@@ -249,17 +250,35 @@ impl Metrics {
     }
 }
 
+/// The metrics label of a method: the standard methods by name, any other
+/// (HTTP lets a client send any token as its method) `other`, so that
+/// made-up methods cannot grow the label set.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Runs the request and records it in `metrics` under `route`: its
-/// status, and its latency to the response head. `route` must come from a
-/// fixed set (a route pattern, never the raw path), or the label set grows
-/// without bound.
+/// method ([`method_label`]), its status, and its latency to the response
+/// head. `route` must come from a fixed set (a route pattern, never the raw
+/// path), or the label set grows without bound.
 pub async fn track(metrics: &Metrics, route: &str, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().as_str().to_string();
+    let method = method_label(req.method());
     let res = next.run(req).await;
     metrics.request(
         route,
-        &method,
+        method,
         res.status().as_u16(),
         start.elapsed().as_secs_f64(),
     );
@@ -297,5 +316,19 @@ mod tests {
             assert!(text.contains(line), "{line} not in\n{text}");
         }
         assert_eq!(m.evictions(), 1);
+    }
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        for (raw, label) in [
+            ("GET", "GET"),
+            ("DELETE", "DELETE"),
+            ("FOO", "other"),
+            ("BREW", "other"),
+            ("get", "other"),
+        ] {
+            let m = Method::from_bytes(raw.as_bytes()).unwrap();
+            assert_eq!(method_label(&m), label, "{raw}");
+        }
     }
 }

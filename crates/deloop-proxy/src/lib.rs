@@ -90,8 +90,10 @@ pub fn router(state: ProxyState) -> Router {
             state.clone(),
             layers::limits,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
+        // Counted after auth: a request without a valid key leaves no trace
+        // in the metrics, whatever its method or path.
         .layer(middleware::from_fn_with_state(state.clone(), layers::track))
+        .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
         .with_state(state);
     deloop_http::trace::request_ids(
         app,

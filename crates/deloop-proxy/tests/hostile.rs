@@ -1,0 +1,69 @@
+//! Hostile clients against a real proxy on 127.0.0.1: made-up methods,
+//! paths that try to leave the upstream's base path, `CONNECT` and
+//! `OPTIONS *`. Raw sockets, since an HTTP client library would refuse
+//! (or normalise) most of these requests before they leave.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::*;
+use deloop_http::auth::ApiKeys;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn addr(proxy: &Proxy) -> SocketAddr {
+    proxy.url.trim_start_matches("http://").parse().unwrap()
+}
+
+/// Sends `head` (a request head without its final blank line, which is
+/// added with `connection: close`) and reads the whole answer.
+async fn raw(addr: SocketAddr, head: &str) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("{head}\r\nhost: x\r\nconnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn status(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"))
+}
+
+/// Made-up methods without a key leave no trace in the metrics, and with
+/// a key they all share the label `other`: the exposition stays small.
+#[tokio::test]
+async fn made_up_methods_cannot_grow_the_metrics() {
+    let fake = Fake::start(vec![]).await;
+    fake.always(json_reply(200, json!({"ok": true})));
+    let proxy = start_proxy_with(
+        settings(&fake.url),
+        None,
+        ApiKeys::parse(Some("deloop-key"), None),
+    )
+    .await;
+    let a = addr(&proxy);
+    for i in 0..200 {
+        let answer = raw(a, &format!("M{i}X /v1/models HTTP/1.1")).await;
+        assert_eq!(status(&answer), 401, "{answer}");
+        let answer = raw(
+            a,
+            &format!("K{i}Y /v1/models HTTP/1.1\r\nx-deloop-key: deloop-key"),
+        )
+        .await;
+        assert_eq!(status(&answer), 200, "{answer}");
+    }
+    let text = proxy.state.metrics().render();
+    assert!(!text.contains("M1X"), "an unauthenticated method is a label");
+    assert!(!text.contains("K1Y"), "a made-up method is a label");
+    assert!(
+        text.contains(r#"route="proxied",method="other",status="200"} 200"#),
+        "{text}"
+    );
+    assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
+}

@@ -1,0 +1,56 @@
+//! Hostile clients against a real `deloop serve` on 127.0.0.1: made-up
+//! methods on `/mcp`, bad asks in SSE mode. Raw sockets where an HTTP
+//! client library would refuse to send the request.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{client, start, state_with, TestServer};
+use deloop_config::Config;
+use deloop_core::loops::Profile;
+use deloop_oracle::Oracle;
+use deloop_server::auth::ApiKeys;
+use deloop_server::ServerSettings;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn addr(server: &TestServer) -> SocketAddr {
+    server.url.trim_start_matches("http://").parse().unwrap()
+}
+
+/// Sends `head` (without its final blank line, added after
+/// `connection: close`) and reads the whole answer.
+async fn raw(addr: SocketAddr, head: &str) -> String {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("{head}\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tcp.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// With a key, made-up methods on `/mcp` all share the method label
+/// `other`: the metrics exposition does not grow with them.
+#[tokio::test]
+async fn made_up_methods_on_mcp_cannot_grow_the_metrics() {
+    let state = state_with(
+        ServerSettings::default(),
+        Profile::Default,
+        ApiKeys::parse(Some("k1"), None),
+    );
+    let server = start(state).await;
+    let a = addr(&server);
+    for i in 0..200 {
+        let answer = raw(
+            a,
+            &format!("Q{i}Z /mcp HTTP/1.1\r\nauthorization: Bearer k1"),
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
+    }
+    let text = server.state.metrics().render();
+    assert!(!text.contains("Q1Z"), "a made-up method is a label");
+    assert!(text.contains(r#"route="/mcp",method="other""#), "{text}");
+    assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
+}
