@@ -3,7 +3,7 @@
 //! request metrics. Errors come in the API's own shape.
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use deloop_http::auth::Access;
@@ -108,4 +108,42 @@ pub fn route_label(path: &str) -> &'static str {
 pub async fn track(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
     let route = route_label(req.uri().path());
     deloop_http::metrics::track(state.metrics(), route, req, next).await
+}
+
+/// Refuses what the proxy must not forward, before auth and metrics:
+/// `CONNECT` (405: the proxy is not a tunnel) and an asterisk-form target
+/// such as `OPTIONS *` (400: it asks about the server as a whole, which
+/// the upstream behind a base path is not).
+pub async fn request_target(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let api = Api::for_path(path);
+    if req.method() == Method::CONNECT {
+        let mut res = ProxyError::new(
+            api,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "deloop_method_not_allowed",
+            "the deloop proxy is not a tunnel: CONNECT is not supported; send each request to \
+             the proxy's own URL",
+        )
+        .into_response();
+        res.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+        );
+        return res;
+    }
+    if path == "*" || !path.starts_with('/') {
+        return ProxyError::new(
+            api,
+            StatusCode::BAD_REQUEST,
+            "deloop_invalid_path",
+            format!(
+                "`{} {path}` asks about the server as a whole (OPTIONS *); the deloop proxy \
+                 answers requests for a path such as /v1/models",
+                req.method()
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }

@@ -94,6 +94,8 @@ pub fn router(state: ProxyState) -> Router {
         // in the metrics, whatever its method or path.
         .layer(middleware::from_fn_with_state(state.clone(), layers::track))
         .layer(middleware::from_fn_with_state(state.clone(), layers::auth))
+        // Before auth: what must never be forwarded is refused first.
+        .layer(middleware::from_fn(layers::request_target))
         .with_state(state);
     deloop_http::trace::request_ids(
         app,

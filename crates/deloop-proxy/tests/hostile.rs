@@ -67,3 +67,23 @@ async fn made_up_methods_cannot_grow_the_metrics() {
     );
     assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
 }
+
+/// `CONNECT` is not forwarded (405) and `OPTIONS *` is answered 400, not
+/// a 502 from an upstream that never saw it.
+#[tokio::test]
+async fn connect_and_options_star_are_refused() {
+    let fake = Fake::start(vec![]).await;
+    fake.always(json_reply(200, json!({"ok": true})));
+    let proxy = start_proxy(&fake.url).await;
+    let a = addr(&proxy);
+    let answer = raw(a, "CONNECT example.com:443 HTTP/1.1").await;
+    assert_eq!(status(&answer), 405, "{answer}");
+    assert!(answer.contains("CONNECT"), "{answer}");
+    let answer = raw(a, "OPTIONS * HTTP/1.1").await;
+    assert_eq!(status(&answer), 400, "{answer}");
+    assert!(answer.contains("OPTIONS *"), "{answer}");
+    assert!(fake.seen().is_empty(), "{:?}", fake.seen());
+    // An ordinary OPTIONS still passes through.
+    let answer = raw(a, "OPTIONS /v1/models HTTP/1.1").await;
+    assert_eq!(status(&answer), 200, "{answer}");
+}
