@@ -110,10 +110,33 @@ pub async fn track(State(state): State<ProxyState>, req: Request, next: Next) ->
     deloop_http::metrics::track(state.metrics(), route, req, next).await
 }
 
+/// Why a request path is refused, if it is: a path is joined to the
+/// upstream's base path as received, so a segment that an upstream (or
+/// the URL parser on the way) would resolve as `.` or `..`, once
+/// percent-decoded, would leave the base path; so would an encoded slash
+/// or a backslash, which some servers treat as `/`. A NUL byte is never a
+/// file or route name.
+pub fn path_problem(path: &str) -> Option<&'static str> {
+    if path.contains('\\') {
+        return Some("a backslash");
+    }
+    for segment in path.split('/') {
+        let decoded: Vec<u8> = percent_encoding::percent_decode_str(segment).collect();
+        if decoded == b"." || decoded == b".." {
+            return Some("a `.` or `..` segment (plain or percent-encoded)");
+        }
+        if decoded.iter().any(|b| matches!(b, b'/' | b'\\' | 0)) {
+            return Some("an encoded slash, backslash or NUL byte");
+        }
+    }
+    None
+}
+
 /// Refuses what the proxy must not forward, before auth and metrics:
-/// `CONNECT` (405: the proxy is not a tunnel) and an asterisk-form target
+/// `CONNECT` (405: the proxy is not a tunnel), an asterisk-form target
 /// such as `OPTIONS *` (400: it asks about the server as a whole, which
-/// the upstream behind a base path is not).
+/// the upstream behind a base path is not), and a path that would leave
+/// the upstream's base path (400, see [`path_problem`]).
 pub async fn request_target(req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let api = Api::for_path(path);
@@ -145,5 +168,54 @@ pub async fn request_target(req: Request, next: Next) -> Response {
         )
         .into_response();
     }
+    if let Some(problem) = path_problem(path) {
+        return ProxyError::new(
+            api,
+            StatusCode::BAD_REQUEST,
+            "deloop_invalid_path",
+            format!(
+                "the request path has {problem}, which could leave the upstream's base path; \
+                 send the path in its plain form"
+            ),
+        )
+        .into_response();
+    }
     next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_leave_the_base_are_named() {
+        for bad in [
+            "/../admin",
+            "/v1/..",
+            "/v1/%2e%2e/x",
+            "/v1/%2E./x",
+            "/v1/.%2E/x",
+            "/v1/./x",
+            "/v1/%2e/x",
+            "/v1/a%2fb",
+            "/v1/a%2Fb",
+            "/v1/a%5cb",
+            "/v1/a\\b",
+            "/v1/a%00",
+        ] {
+            assert!(path_problem(bad).is_some(), "{bad}");
+        }
+        for good in [
+            "/",
+            "/v1/models",
+            "/v1/models/llama-3.1.gguf",
+            "/v1/files/a%20b",
+            "/v1/...",
+            "/v1/..a",
+            "/v1//models",
+            "/v1/%zz",
+        ] {
+            assert_eq!(path_problem(good), None, "{good}");
+        }
+    }
 }

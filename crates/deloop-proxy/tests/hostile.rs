@@ -68,6 +68,50 @@ async fn made_up_methods_cannot_grow_the_metrics() {
     assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
 }
 
+/// A configured base path is a boundary: `..`, its percent-encoded forms,
+/// encoded slashes and backslashes are refused with 400, and the upstream
+/// sees none of them.
+#[tokio::test]
+async fn paths_cannot_leave_the_upstream_base_path() {
+    let fake = Fake::start(vec![]).await;
+    fake.always(json_reply(200, json!({"ok": true})));
+    let proxy = start_proxy(&format!("{}/tenant-a", fake.url)).await;
+    let a = addr(&proxy);
+    for path in [
+        "/../admin",
+        "/v1/../../admin",
+        "/v1/%2e%2e/%2E%2E/admin",
+        "/v1/.%2e/admin",
+        "/v1/%2e./tenant-b/x",
+        "/v1/..%2f..%2fadmin",
+        "/v1%2F..%2F..%2Fadmin",
+        "/v1/..%5cadmin",
+        "/v1/..\\admin",
+        "/v1/./models",
+        "/v1/%2e/models",
+        "/v1/models/%00",
+    ] {
+        let answer = raw(a, &format!("GET {path} HTTP/1.1")).await;
+        assert_eq!(status(&answer), 400, "{path}: {answer}");
+        assert!(answer.contains("path"), "{path}: {answer}");
+    }
+    assert!(fake.seen().is_empty(), "{:?}", fake.seen());
+    // Ordinary paths (dots inside names, encoded spaces) still pass.
+    for path in ["/v1/models/llama-3.1.gguf", "/v1/files/a%20b", "/v1/models?x=../y"] {
+        let answer = raw(a, &format!("GET {path} HTTP/1.1")).await;
+        assert_eq!(status(&answer), 200, "{path}: {answer}");
+    }
+    let seen: Vec<String> = fake.seen().iter().map(|s| s.path.clone()).collect();
+    assert_eq!(
+        seen,
+        [
+            "/tenant-a/v1/models/llama-3.1.gguf",
+            "/tenant-a/v1/files/a%20b",
+            "/tenant-a/v1/models"
+        ]
+    );
+}
+
 /// `CONNECT` is not forwarded (405) and `OPTIONS *` is answered 400, not
 /// a 502 from an upstream that never saw it.
 #[tokio::test]
