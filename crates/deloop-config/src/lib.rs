@@ -266,9 +266,11 @@ impl Default for GuardsSection {
     }
 }
 
+pub mod connections;
 pub mod loop_guard;
 pub mod proxy;
 pub mod server;
+pub use connections::ConnectionSettings;
 pub use loop_guard::LoopGuardSettings;
 pub use proxy::ProxySettings;
 pub use server::{ServerSettings, SessionSettings, SettingsError};

@@ -103,6 +103,8 @@ pub struct ProxySettings {
     /// (`deloop proxy`; inside `deloop serve` the server's own grace
     /// applies). Default 30.
     pub shutdown_grace_secs: u64,
+    /// Client connections: deadlines and the cap (`[proxy.connections]`).
+    pub connections: crate::ConnectionSettings,
 }
 
 impl Default for ProxySettings {
@@ -128,6 +130,7 @@ impl Default for ProxySettings {
             api_keys_file: None,
             log_format: "text".into(),
             shutdown_grace_secs: 30,
+            connections: crate::ConnectionSettings::default(),
         }
     }
 }
@@ -234,6 +237,8 @@ impl ProxySettings {
         positive("proxy.max_body_bytes", self.max_body_bytes as u64)?;
         positive("proxy.max_reply_bytes", self.max_reply_bytes as u64)?;
         positive("proxy.concurrency_limit", self.concurrency_limit as u64)?;
+        self.connections
+            .validate(crate::connections::Table::Proxy)?;
         if self.max_event_bytes < 1024 {
             return Err(SettingsError {
                 key: "proxy.max_event_bytes",

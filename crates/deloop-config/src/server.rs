@@ -45,6 +45,8 @@ pub struct ServerSettings {
     pub mcp_allowed_hosts: Vec<String>,
     /// Live-agent sessions.
     pub sessions: SessionSettings,
+    /// Client connections: deadlines and the cap (`[server.connections]`).
+    pub connections: crate::ConnectionSettings,
 }
 
 /// `[server.sessions]`: where live-agent sessions live and how they are bounded.
@@ -117,6 +119,7 @@ impl Default for ServerSettings {
             shutdown_grace_secs: 30,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             sessions: SessionSettings::default(),
+            connections: crate::ConnectionSettings::default(),
         }
     }
 }
@@ -284,6 +287,8 @@ impl ServerSettings {
             self.sessions.max_open_calls as u64,
         )?;
         self.sessions.validate(self.max_body_bytes as u64)?;
+        self.connections
+            .validate(crate::connections::Table::Server)?;
         if self.mcp_allowed_hosts.is_empty() {
             return Err(SettingsError {
                 key: "server.mcp_allowed_hosts",

@@ -7,7 +7,10 @@
 //!   request-tracking middleware;
 //! * [`limits`]: load shedding, a permit held until the response ends;
 //! * [`trace`]: request ids and the request span;
-//! * [`serve`]: serving with a graceful shutdown that has a deadline.
+//! * [`conn`]: client connections under deadlines and a cap (slow and
+//!   silent clients cannot hold them);
+//! * [`serve`]: serving with those, and a graceful shutdown that has a
+//!   deadline.
 //!
 //! Each service keeps its own middleware (its own header for the key, its
 //! own error shape) on top of these pieces.
@@ -25,13 +28,15 @@
 //!     tracing::info_span!("request", method = %m, path = %p, request_id = %id)
 //! });
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-//! deloop_http::serve::serve_app(listener, app, Duration::from_secs(30), deloop_http::serve::shutdown_signal()).await
+//! let limits = deloop_http::conn::ConnectionLimits::from_settings(&Default::default());
+//! deloop_http::serve::serve_app(listener, app, limits, Duration::from_secs(30), deloop_http::serve::shutdown_signal()).await
 //! # }
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod conn;
 pub mod limits;
 pub mod metrics;
 pub mod serve;

@@ -104,14 +104,15 @@ pub fn router(state: ProxyState) -> Router {
     )
 }
 
-/// Serves the proxy on `listener` until `shutdown` resolves; then stops
-/// accepting, lets in-flight requests and streams finish for up to
-/// `grace`, and returns.
+/// Serves the proxy on `listener` until `shutdown` resolves, each client
+/// connection under `[proxy.connections]`; then stops accepting, lets
+/// in-flight requests and streams finish for up to `grace`, and returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: ProxyState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    deloop_http::serve::serve_app(listener, router(state), grace, shutdown).await
+    let limits = deloop_http::conn::ConnectionLimits::from_settings(&state.settings().connections);
+    deloop_http::serve::serve_app(listener, router(state), limits, grace, shutdown).await
 }

@@ -131,3 +131,63 @@ async fn connect_and_options_star_are_refused() {
     let answer = raw(a, "OPTIONS /v1/models HTTP/1.1").await;
     assert_eq!(status(&answer), 200, "{answer}");
 }
+
+/// Slowloris: sockets that never finish their request head, or never send
+/// a byte, are closed by the proxy with its default settings (a header
+/// deadline), instead of being held open for ever. The deadline given
+/// here is only a generous bound for the test itself.
+#[tokio::test]
+async fn half_open_sockets_are_closed() {
+    let fake = Fake::start(vec![]).await;
+    let proxy = start_proxy(&fake.url).await;
+    let a = addr(&proxy);
+    let mut sockets = Vec::new();
+    for i in 0..40 {
+        let mut tcp = tokio::net::TcpStream::connect(a).await.unwrap();
+        if i % 2 == 0 {
+            tcp.write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-slow: ")
+                .await
+                .unwrap();
+        }
+        sockets.push(tcp);
+    }
+    for (i, mut tcp) in sockets.into_iter().enumerate() {
+        let mut buf = [0u8; 256];
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+            loop {
+                match tcp.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "socket {i} is still open");
+    }
+    assert!(fake.seen().is_empty());
+}
+
+/// At `proxy.connections.max_connections`, half-open sockets cannot lock
+/// out the health probe: the oldest is closed to make room.
+#[tokio::test]
+async fn at_the_connection_cap_healthz_stays_reachable() {
+    let fake = Fake::start(vec![]).await;
+    let mut s = settings(&fake.url);
+    s.connections.max_connections = 16;
+    s.connections.header_read_timeout_secs = 300;
+    let proxy = start_proxy_with(s, None, ApiKeys::default()).await;
+    let a = addr(&proxy);
+    let mut half = Vec::new();
+    for _ in 0..40 {
+        let mut tcp = tokio::net::TcpStream::connect(a).await.unwrap();
+        tcp.write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        half.push(tcp);
+    }
+    for _ in 0..5 {
+        let answer = raw(a, "GET /deloop/healthz HTTP/1.1").await;
+        assert_eq!(status(&answer), 200, "{answer}");
+    }
+    assert!(fake.seen().is_empty());
+}

@@ -139,8 +139,9 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves; then stops
-/// accepting, lets in-flight requests and streams finish for up to
+/// Serves `state` on `listener` until `shutdown` resolves, each client
+/// connection under `[server.connections]`; then stops accepting, lets
+/// in-flight requests and streams finish for up to
 /// `server.shutdown_grace_secs`, and returns.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -148,5 +149,6 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let grace = Duration::from_secs(state.settings().shutdown_grace_secs);
-    deloop_http::serve::serve_app(listener, router(state), grace, shutdown).await
+    let limits = deloop_http::conn::ConnectionLimits::from_settings(&state.settings().connections);
+    deloop_http::serve::serve_app(listener, router(state), limits, grace, shutdown).await
 }

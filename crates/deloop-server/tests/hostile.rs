@@ -54,3 +54,42 @@ async fn made_up_methods_on_mcp_cannot_grow_the_metrics() {
     assert!(text.contains(r#"route="/mcp",method="other""#), "{text}");
     assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
 }
+
+/// Half-open sockets are closed at the header deadline, and at the
+/// connection cap `/healthz` stays reachable without a key.
+#[tokio::test]
+async fn half_open_sockets_cannot_lock_out_healthz() {
+    let mut settings = ServerSettings::default();
+    settings.connections.header_read_timeout_secs = 1;
+    settings.connections.max_connections = 16;
+    let server = start(state_with(
+        settings,
+        Profile::Default,
+        ApiKeys::parse(Some("k1"), None),
+    ))
+    .await;
+    let a = addr(&server);
+    let mut half = Vec::new();
+    for _ in 0..40 {
+        let mut tcp = tokio::net::TcpStream::connect(a).await.unwrap();
+        tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n")
+            .await
+            .unwrap();
+        half.push(tcp);
+    }
+    let answer = raw(a, "GET /healthz HTTP/1.1").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    for (i, tcp) in half.iter_mut().enumerate() {
+        let mut buf = [0u8; 256];
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            loop {
+                match tcp.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "half-open socket {i} is still open");
+    }
+}

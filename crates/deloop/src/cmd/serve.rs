@@ -154,6 +154,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             }
         };
         let grace = std::time::Duration::from_secs(state.settings().shutdown_grace_secs);
+        let limits =
+            deloop_http::conn::ConnectionLimits::from_settings(&state.settings().connections);
         let mut app = deloop_server::router(state);
         if let Some(p) = proxy {
             // Added after the server's layers: deloop's routes keep their
@@ -161,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             // (`x-deloop-key`, stripped before forwarding).
             app = app.fallback_service(deloop_proxy::router(p));
         }
-        deloop_http::serve::serve_app(listener, app, grace, shutdown).await?;
+        deloop_http::serve::serve_app(listener, app, limits, grace, shutdown).await?;
         // The oracle failed to open: the reason, as the exit code says.
         let failed = failure
             .lock()
