@@ -2,6 +2,8 @@
 //! connection may take to send its request, how long it may stay idle, and
 //! how many may be open at once (docs/deployment.md explains each).
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
 use crate::server::SettingsError;
@@ -18,6 +20,10 @@ pub struct ConnectionSettings {
     /// Seconds a kept-alive connection may stay open with no request in
     /// flight. Default 60 (1 to 3600).
     pub keep_alive_timeout_secs: u64,
+    /// Seconds a request's whole body has to arrive, from its head; past it
+    /// the request is answered 408 and its concurrency permit freed.
+    /// Default 60 (1 to 3600).
+    pub body_read_timeout_secs: u64,
     /// Connections open at once. At the cap the connection waiting longest
     /// without a request in flight is closed to make room; when every one
     /// has a request in flight, a new one is refused with 503. Keep it
@@ -31,6 +37,7 @@ impl Default for ConnectionSettings {
         ConnectionSettings {
             header_read_timeout_secs: 10,
             keep_alive_timeout_secs: 60,
+            body_read_timeout_secs: 60,
             max_connections: 4096,
         }
     }
@@ -40,18 +47,21 @@ impl Default for ConnectionSettings {
 struct Keys {
     header: &'static str,
     keep_alive: &'static str,
+    body: &'static str,
     max: &'static str,
 }
 
 const SERVER_KEYS: Keys = Keys {
     header: "server.connections.header_read_timeout_secs",
     keep_alive: "server.connections.keep_alive_timeout_secs",
+    body: "server.connections.body_read_timeout_secs",
     max: "server.connections.max_connections",
 };
 
 const PROXY_KEYS: Keys = Keys {
     header: "proxy.connections.header_read_timeout_secs",
     keep_alive: "proxy.connections.keep_alive_timeout_secs",
+    body: "proxy.connections.body_read_timeout_secs",
     max: "proxy.connections.max_connections",
 };
 
@@ -83,7 +93,13 @@ impl ConnectionSettings {
         };
         within(keys.header, self.header_read_timeout_secs, 1, 300)?;
         within(keys.keep_alive, self.keep_alive_timeout_secs, 1, 3600)?;
+        within(keys.body, self.body_read_timeout_secs, 1, 3600)?;
         within(keys.max, self.max_connections as u64, 1, 1_000_000)
+    }
+
+    /// [`ConnectionSettings::body_read_timeout_secs`] as a duration.
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_secs(self.body_read_timeout_secs)
     }
 }
 
@@ -110,6 +126,13 @@ mod tests {
                     ..Default::default()
                 },
                 "proxy.connections.keep_alive_timeout_secs",
+            ),
+            (
+                ConnectionSettings {
+                    body_read_timeout_secs: 0,
+                    ..Default::default()
+                },
+                "proxy.connections.body_read_timeout_secs",
             ),
             (
                 ConnectionSettings {

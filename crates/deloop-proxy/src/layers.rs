@@ -69,7 +69,9 @@ pub async fn auth(State(state): State<ProxyState>, req: Request, next: Next) -> 
 }
 
 /// The concurrency limit: 503 with `Retry-After` when every permit is
-/// taken. A streamed body keeps its permit until it ends.
+/// taken. A streamed body keeps its permit until it ends. A request body
+/// must arrive whole within `proxy.connections.body_read_timeout_secs`
+/// (408 past it), so a body that trickles in cannot hold a permit longer.
 pub async fn limits(State(state): State<ProxyState>, req: Request, next: Next) -> Response {
     if is_open_path(req.uri().path()) {
         return next.run(req).await;
@@ -86,7 +88,23 @@ pub async fn limits(State(state): State<ProxyState>, req: Request, next: Next) -
         e.retry_after = Some(1);
         return e.into_response();
     };
-    deloop_http::limits::hold_until_end(next.run(req).await, permit)
+    let deadline = state.settings().connections.body_read_timeout();
+    let (req, body) = deloop_http::limits::read_body_within(req, deadline);
+    let res = next.run(req).await;
+    if body.passed() {
+        return ProxyError::new(
+            api,
+            StatusCode::REQUEST_TIMEOUT,
+            "request_body_timeout",
+            format!(
+                "the request body did not arrive whole within {} s \
+                 (proxy.connections.body_read_timeout_secs); send it faster or raise the setting",
+                deadline.as_secs()
+            ),
+        )
+        .into_response();
+    }
+    deloop_http::limits::hold_until_end(res, permit)
 }
 
 /// The route label of a path: the guarded routes by name, everything else

@@ -191,3 +191,39 @@ async fn at_the_connection_cap_healthz_stays_reachable() {
     }
     assert!(fake.seen().is_empty());
 }
+
+/// A body that trickles in loses its concurrency permit at the body
+/// deadline (408), and the next client is served instead of shed.
+#[tokio::test]
+async fn a_trickling_body_is_cut_at_the_body_deadline() {
+    let fake = Fake::start(vec![]).await;
+    fake.always(json_reply(200, json!({"ok": true})));
+    let mut s = settings(&fake.url);
+    s.concurrency_limit = 1;
+    s.connections.body_read_timeout_secs = 1;
+    let proxy = start_proxy_with(s, None, ApiKeys::default()).await;
+    let a = addr(&proxy);
+    for path in ["/v1/chat/completions", "/v1/embeddings"] {
+        let mut slow = tokio::net::TcpStream::connect(a).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+             content-length: 100000\r\n\r\n{{\"model\": \"m\", "
+        );
+        slow.write_all(head.as_bytes()).await.unwrap();
+        // The slow body holds the only permit until its deadline, then
+        // gets 408; no more of it is ever sent.
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            slow.read_to_end(&mut answer),
+        )
+        .await;
+        assert!(read.is_ok(), "{path}: the slow body was never cut");
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(status(&answer), 408, "{path}: {answer}");
+        assert!(answer.contains("body_read_timeout_secs"), "{path}: {answer}");
+        // The permit is free again.
+        let answer = raw(a, "GET /v1/models HTTP/1.1").await;
+        assert_eq!(status(&answer), 200, "{answer}");
+    }
+}

@@ -47,8 +47,10 @@ pub async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Re
 }
 
 /// The concurrency limit (503 with `Retry-After` when every permit is
-/// taken, instead of an unbounded queue) and the whole-request deadline
-/// (408) up to the response head. A streamed body keeps its permit until it
+/// taken, instead of an unbounded queue), the body deadline (408 when the
+/// body has not arrived whole within `server.connections.body_read_timeout_secs`,
+/// so a body that trickles in cannot hold a permit longer) and the
+/// whole-request deadline (408) up to the response head. A streamed body keeps its permit until it
 /// ends; streams are governed by their own idle timeout.
 pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> Response {
     if is_open_path(req.uri().path()) {
@@ -62,8 +64,19 @@ pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> 
         )
         .into_response();
     };
+    let body_deadline = state.0.settings.connections.body_read_timeout();
+    let (req, body) = deloop_http::limits::read_body_within(req, body_deadline);
     let deadline = state.0.settings.request_timeout();
     match tokio::time::timeout(deadline, next.run(req)).await {
+        Ok(_) if body.passed() => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive whole within {} s \
+                 (server.connections.body_read_timeout_secs); send it faster or raise the setting",
+                body_deadline.as_secs()
+            ),
+        )
+        .into_response(),
         Ok(res) => deloop_http::limits::hold_until_end(res, permit),
         Err(_) => ApiError::new(
             StatusCode::REQUEST_TIMEOUT,

@@ -55,6 +55,44 @@ async fn made_up_methods_on_mcp_cannot_grow_the_metrics() {
     assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
 }
 
+/// A body that trickles in loses its concurrency permit at the body
+/// deadline (408 naming the setting), and the next client is served
+/// instead of shed.
+#[tokio::test]
+async fn a_trickling_body_is_cut_at_the_body_deadline() {
+    let mut settings = ServerSettings {
+        concurrency_limit: 1,
+        ..ServerSettings::default()
+    };
+    settings.connections.body_read_timeout_secs = 1;
+    let server = start(state_with(settings, Profile::Default, ApiKeys::default())).await;
+    let a = addr(&server);
+    let mut slow = tokio::net::TcpStream::connect(a).await.unwrap();
+    slow.write_all(
+        b"POST /v1/clamp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+          content-length: 100000\r\n\r\n{\"text\": \"",
+    )
+    .await
+    .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        slow.read_to_end(&mut answer),
+    )
+    .await;
+    assert!(read.is_ok(), "the slow body was never cut");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_read_timeout_secs"), "{answer}");
+    let res = client()
+        .post(format!("{}/v1/clamp", server.url))
+        .json(&json!({"text": "fine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
 /// Half-open sockets are closed at the header deadline, and at the
 /// connection cap `/healthz` stays reachable without a key.
 #[tokio::test]
