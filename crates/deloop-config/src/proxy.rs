@@ -103,6 +103,10 @@ pub struct ProxySettings {
     /// (`deloop proxy`; inside `deloop serve` the server's own grace
     /// applies). Default 30.
     pub shutdown_grace_secs: u64,
+    /// Largest chat request whose tool-call history is replayed (the
+    /// parsed JSON takes many times its size); a larger one is refused with
+    /// 413 while `tool_loops` is on. Default 8 MiB (64 KiB to 1 GiB).
+    pub max_history_bytes: usize,
     /// Client connections: deadlines and the cap (`[proxy.connections]`).
     pub connections: crate::ConnectionSettings,
 }
@@ -130,6 +134,7 @@ impl Default for ProxySettings {
             api_keys_file: None,
             log_format: "text".into(),
             shutdown_grace_secs: 30,
+            max_history_bytes: 8 << 20,
             connections: crate::ConnectionSettings::default(),
         }
     }
@@ -237,6 +242,17 @@ impl ProxySettings {
         positive("proxy.max_body_bytes", self.max_body_bytes as u64)?;
         positive("proxy.max_reply_bytes", self.max_reply_bytes as u64)?;
         positive("proxy.concurrency_limit", self.concurrency_limit as u64)?;
+        if !(64 << 10..=1 << 30).contains(&self.max_history_bytes) {
+            return Err(SettingsError {
+                key: "proxy.max_history_bytes",
+                message: format!(
+                    "{} is out of range: use {} to {}",
+                    self.max_history_bytes,
+                    64 << 10,
+                    1u64 << 30
+                ),
+            });
+        }
         self.connections
             .validate(crate::connections::Table::Proxy)?;
         if self.max_event_bytes < 1024 {

@@ -85,24 +85,57 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         )
         .into_response()
     };
-    let v: serde_json::Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("the guardrail request is not JSON: {e}")),
+    let cap = state.settings().max_history_bytes;
+    if bytes.len() > cap {
+        return ProxyError::new(
+            Api::OpenAi,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "history_too_large",
+            format!(
+                "the guardrail request is {} bytes, over the {cap} bytes the checks replay \
+                 (proxy.max_history_bytes): raise the setting or send a shorter request",
+                bytes.len()
+            ),
+        )
+        .into_response();
+    }
+    // Parsing and replaying are CPU work: on a blocking thread, a few at
+    // once (see `replay_history`). The semaphore is never closed.
+    let _permit = state.0.replays.clone().acquire_owned().await.ok();
+    let worker = state.clone();
+    let judged = tokio::task::spawn_blocking(move || {
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the guardrail request is not JSON: {e}"))?;
+        crate::litellm::guardrail_recalling(
+            &v,
+            &worker.0.clamp,
+            worker.tool_loops(),
+            &worker.0.recent,
+            bytes.len(),
+        )
+        .map_err(|msg| format!("bad guardrail request: {msg}"))
+    })
+    .await;
+    let judged = match judged {
+        Ok(j) => j,
+        Err(e) => {
+            return ProxyError::new(
+                Api::OpenAi,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "guardrail_failed",
+                format!("the guardrail check failed: {e}"),
+            )
+            .into_response()
+        }
     };
-    match crate::litellm::guardrail_recalling(
-        &v,
-        &state.0.clamp,
-        state.tool_loops(),
-        &state.0.recent,
-        bytes.len(),
-    ) {
+    match judged {
         Ok((out, found)) => {
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));
             }
             axum::Json(out).into_response()
         }
-        Err(msg) => bad(format!("bad guardrail request: {msg}")),
+        Err(msg) => bad(msg),
     }
 }
 
@@ -291,17 +324,12 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     let mut marks = LoopMarks::default();
     let tools = match (route, state.tool_loops(), &info) {
         (Route::Chat | Route::Messages, Some((action, judge)), Some(_)) => {
-            let history = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .map(|v| History::from_body(api, &v))
-                .unwrap_or_default();
-            if let Some(round) = judge.history(&history) {
-                let warned = if action >= ToolLoopAction::Warn && !history.ends_with_assistant {
-                    let note = note_message(api, &warning_note(&round));
-                    append_message(&bytes, &note).map(|b| bytes = Bytes::from(b))
-                } else {
-                    None
-                };
-                let done = if warned.is_some() {
+            let replayed = match replay_history(&state, api, action, judge, &bytes).await {
+                Ok(r) => r,
+                Err(res) => return *res,
+            };
+            if let Some(round) = &replayed.round {
+                let done = if replayed.noted.is_some() {
                     "warned"
                 } else {
                     "observed"
@@ -319,10 +347,13 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
                 }
                 marks.action(done);
             }
+            if let Some(b) = replayed.noted {
+                bytes = b;
+            }
             Some(Tools {
                 block: action == ToolLoopAction::Block,
                 judge: judge.clone(),
-                history,
+                history: replayed.history,
             })
         }
         _ => None,
@@ -375,6 +406,78 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     } else {
         guarded_reply(&state, route, &info, exact, resp, tools, marks).await
     }
+}
+
+/// A request's history, replayed: the history, the verdict on its latest
+/// round, and the request with the warning note appended (when one is).
+struct Replayed {
+    history: History,
+    round: Option<crate::tool_loops::RoundVerdict>,
+    noted: Option<Bytes>,
+}
+
+/// Reads and replays a chat request's history on a blocking thread (the
+/// parse and the replay are CPU work that must not stall the async threads
+/// that answer every other request), at most `replay_permits` at once, and
+/// only for a body within `proxy.max_history_bytes` (parsed JSON takes
+/// many times its size): a larger one is refused with 413.
+async fn replay_history(
+    state: &ProxyState,
+    api: Api,
+    action: ToolLoopAction,
+    judge: &LoopJudge,
+    bytes: &Bytes,
+) -> Result<Replayed, Box<Response>> {
+    let cap = state.settings().max_history_bytes;
+    if bytes.len() > cap {
+        return Err(Box::new(
+            ProxyError::new(
+                api,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "history_too_large",
+                format!(
+                    "the request is {} bytes, over the {cap} bytes of history the tool-loop \
+                     check replays (proxy.max_history_bytes): shorten the history, raise the \
+                     setting, or turn the check off with proxy.tool_loops = \"off\"",
+                    bytes.len()
+                ),
+            )
+            .into_response(),
+        ));
+    }
+    // The semaphore is never closed.
+    let _permit = state.0.replays.clone().acquire_owned().await.ok();
+    let judge = judge.clone();
+    let body = bytes.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let history = serde_json::from_slice::<serde_json::Value>(&body)
+            .map(|v| History::from_body(api, &v))
+            .unwrap_or_default();
+        let round = judge.history(&history);
+        let noted = match &round {
+            Some(round) if action >= ToolLoopAction::Warn && !history.ends_with_assistant => {
+                let note = note_message(api, &warning_note(round));
+                append_message(&body, &note).map(Bytes::from)
+            }
+            _ => None,
+        };
+        Replayed {
+            history,
+            round,
+            noted,
+        }
+    });
+    work.await.map_err(|e| {
+        Box::new(
+            ProxyError::new(
+                api,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "history_replay_failed",
+                format!("the tool-loop check of the request's history failed: {e}"),
+            )
+            .into_response(),
+        )
+    })
 }
 
 /// The tool-loop check of one request: the judge, the request's history,

@@ -30,6 +30,9 @@ pub(crate) struct Inner {
     pub permits: Arc<Semaphore>,
     /// The tool-loop check (`None`: `proxy.tool_loops = "off"`).
     pub loops: Option<(ToolLoopAction, LoopJudge)>,
+    /// Histories replayed at once (one per core): each may take many times
+    /// its request's size while it is parsed.
+    pub replays: Arc<Semaphore>,
     /// The histories of LiteLLM guardrail requests, for their responses.
     pub recent: Arc<crate::litellm::RecentHistories>,
 }
@@ -70,6 +73,9 @@ impl ProxyState {
             metrics,
             permits,
             loops,
+            replays: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            )),
             recent: Arc::default(),
         })))
     }

@@ -59,7 +59,10 @@ async fn made_up_methods_cannot_grow_the_metrics() {
         assert_eq!(status(&answer), 200, "{answer}");
     }
     let text = proxy.state.metrics().render();
-    assert!(!text.contains("M1X"), "an unauthenticated method is a label");
+    assert!(
+        !text.contains("M1X"),
+        "an unauthenticated method is a label"
+    );
     assert!(!text.contains("K1Y"), "a made-up method is a label");
     assert!(
         text.contains(r#"route="proxied",method="other",status="200"} 200"#),
@@ -97,7 +100,11 @@ async fn paths_cannot_leave_the_upstream_base_path() {
     }
     assert!(fake.seen().is_empty(), "{:?}", fake.seen());
     // Ordinary paths (dots inside names, encoded spaces) still pass.
-    for path in ["/v1/models/llama-3.1.gguf", "/v1/files/a%20b", "/v1/models?x=../y"] {
+    for path in [
+        "/v1/models/llama-3.1.gguf",
+        "/v1/files/a%20b",
+        "/v1/models?x=../y",
+    ] {
         let answer = raw(a, &format!("GET {path} HTTP/1.1")).await;
         assert_eq!(status(&answer), 200, "{path}: {answer}");
     }
@@ -221,9 +228,35 @@ async fn a_trickling_body_is_cut_at_the_body_deadline() {
         assert!(read.is_ok(), "{path}: the slow body was never cut");
         let answer = String::from_utf8_lossy(&answer);
         assert_eq!(status(&answer), 408, "{path}: {answer}");
-        assert!(answer.contains("body_read_timeout_secs"), "{path}: {answer}");
+        assert!(
+            answer.contains("body_read_timeout_secs"),
+            "{path}: {answer}"
+        );
         // The permit is free again.
         let answer = raw(a, "GET /v1/models HTTP/1.1").await;
         assert_eq!(status(&answer), 200, "{answer}");
     }
+}
+
+/// A chat request over `proxy.max_history_bytes` is refused with a clear
+/// 413 naming the setting, before anything is parsed or sent upstream.
+#[tokio::test]
+async fn a_history_over_its_byte_cap_is_refused() {
+    let fake = Fake::start(vec![]).await;
+    fake.always(json_reply(200, json!({"ok": true})));
+    let mut s = settings(&fake.url);
+    s.max_history_bytes = 64 << 10;
+    let proxy = start_proxy_with(s, None, ApiKeys::default()).await;
+    let big = "x".repeat(100 << 10);
+    let res = client()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": big}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
+    let text = res.text().await.unwrap();
+    assert!(text.contains("proxy.max_history_bytes"), "{text}");
+    assert!(text.contains("history_too_large"), "{text}");
+    assert!(fake.seen().is_empty());
 }
