@@ -8,6 +8,14 @@ use serde::Serialize;
 use crate::json_closer::JsonCloser;
 use crate::json_reply::{JsonReport, JsonSpec};
 
+/// Bytes of one text channel a guard watches before it is restarted. A
+/// guard's state grows with the text it has read (about 14% of it), so a
+/// never-ending stream without a loop would grow the proxy's memory
+/// without bound; restarting bounds it. A loop is seen within a few
+/// thousand bytes (the longest unit the guards look back for, times its
+/// repeats), so a loop straddling a restart is cut shortly after it.
+pub const WATCH_WINDOW_BYTES: usize = 4 << 20;
+
 /// How one stream is guarded.
 #[derive(Debug, Clone)]
 pub struct StreamSettings {
@@ -82,6 +90,11 @@ pub(crate) struct Fed {
 pub(crate) struct Watched {
     pub guard: GuardedStream,
     pub channel: Channel,
+    /// What a restarted guard is built with.
+    clamp: ClampConfig,
+    exact: bool,
+    /// Bytes of the channel read by the guards before this one.
+    offset: usize,
     /// The text forwarded so far ends in white space.
     ends_in_space: bool,
 }
@@ -91,18 +104,36 @@ impl Watched {
         Watched {
             guard: GuardedStream::new(settings.clamp.clone()).exact(settings.exact),
             channel,
+            clamp: settings.clamp.clone(),
+            exact: settings.exact,
+            offset: 0,
             ends_in_space: false,
         }
     }
 
     /// Feeds a delta.
-    pub fn feed(&mut self, delta: &str, json: Option<&mut JsonTrack>) -> Fed {
+    pub fn feed(&mut self, delta: &str, mut json: Option<&mut JsonTrack>) -> Fed {
         let channel = self.channel;
+        let read = self.guard.received();
+        if read > 0 && read + delta.len() > WATCH_WINDOW_BYTES && !self.guard.is_cut() {
+            // Restart the watch: flush what exact mode holds back (or the
+            // cut the old guard finds at its end), then a fresh guard.
+            let flushed = self.finish(json.as_deref_mut());
+            if flushed.cut.is_some() {
+                return flushed;
+            }
+            self.offset += self.guard.received();
+            self.guard = GuardedStream::new(self.clamp.clone()).exact(self.exact);
+            let mut fed = self.feed(delta, json);
+            fed.text.insert_str(0, &flushed.text);
+            return fed;
+        }
+        let offset = self.offset;
         let step = self.guard.push(delta);
         let text = step.text().into_owned();
         let cut = step
             .cut
-            .map(|c| (record(c, channel), c.cut.replacement_tail.clone()));
+            .map(|c| (record(c, channel, offset), c.cut.replacement_tail.clone()));
         self.finish_step(text, cut, json)
     }
 
@@ -110,6 +141,7 @@ impl Watched {
     /// verdict.
     pub fn finish(&mut self, json: Option<&mut JsonTrack>) -> Fed {
         let channel = self.channel;
+        let offset = self.offset;
         let Ok(step) = self.guard.finish() else {
             // Only byte streams can fail here; the proxy feeds text.
             return Fed::default();
@@ -117,7 +149,7 @@ impl Watched {
         let text = step.text().into_owned();
         let cut = step
             .cut
-            .map(|c| (record(c, channel), c.cut.replacement_tail.clone()));
+            .map(|c| (record(c, channel, offset), c.cut.replacement_tail.clone()));
         self.finish_step(text, cut, json)
     }
 
@@ -165,10 +197,10 @@ impl Watched {
     }
 }
 
-fn record(c: &deloop_core::repetition::GuardedCut, channel: Channel) -> CutRecord {
+fn record(c: &deloop_core::repetition::GuardedCut, channel: Channel, offset: usize) -> CutRecord {
     CutRecord {
         detector: c.detector,
-        start: c.start,
+        start: offset + c.start,
         saved_chars: c.saved_chars,
         channel,
     }
@@ -271,5 +303,49 @@ mod tests {
         }
         assert!(w.guard.is_cut(), "the JSON loop is cut");
         serde_json::from_str::<serde_json::Value>(&out).expect("closed into JSON");
+    }
+
+    /// A never-ending stream without a loop keeps a bounded watch: the
+    /// guard is restarted every window, forwards every byte, and still
+    /// cuts a loop that starts after many windows.
+    #[test]
+    fn the_watch_is_bounded_on_an_endless_healthy_stream() {
+        for exact in [false, true] {
+            let mut s = StreamSettings::new("stop");
+            s.exact = exact;
+            let mut w = Watched::new(&s, Channel::Content);
+            let mut sent = 0usize;
+            let mut out = 0usize;
+            let mut i = 0u64;
+            while sent < 3 * WATCH_WINDOW_BYTES {
+                // Distinct words: no loop anywhere.
+                let piece = format!("w{i:x} z{:x} ", i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                i += 1;
+                sent += piece.len();
+                let fed = w.feed(&piece, None);
+                assert!(fed.cut.is_none(), "no loop in a healthy stream");
+                out += fed.text.len();
+                assert!(
+                    w.guard.received() <= WATCH_WINDOW_BYTES,
+                    "the guard holds {} bytes",
+                    w.guard.received()
+                );
+            }
+            let loop_text = "over and over again we go ".repeat(60);
+            let mut cut = None;
+            for piece in loop_text.as_bytes().chunks(13) {
+                let fed = w.feed(std::str::from_utf8(piece).unwrap(), None);
+                out += fed.text.len();
+                if fed.cut.is_some() {
+                    cut = fed.cut;
+                    break;
+                }
+            }
+            assert!(cut.is_some(), "a later loop is still cut (exact: {exact})");
+            assert!(
+                out >= sent,
+                "every healthy byte was forwarded (exact: {exact})"
+            );
+        }
     }
 }
