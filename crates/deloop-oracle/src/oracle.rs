@@ -363,12 +363,22 @@ impl Oracle {
         self.answer(resolved, &mut sink).await
     }
 
-    fn resolve(&self, req: AskRequest) -> Result<Resolved, OracleError> {
-        let s = &self.inner.settings;
-        let question = req.question.trim().to_owned();
-        if question.is_empty() {
+    /// Checks a request as [`Oracle::ask`] would (an empty question, `k`
+    /// out of range) without running it: a server answering with events
+    /// calls it before its stream starts, so a bad request is a 400, not a
+    /// 200 followed by an `error` event.
+    pub fn check(&self, req: &AskRequest) -> Result<(), OracleError> {
+        if req.question.trim().is_empty() {
             return Err(OracleError::BadRequest("the question is empty".into()));
         }
+        check_k(req.k.unwrap_or(self.inner.settings.k)).map_err(OracleError::BadRequest)?;
+        Ok(())
+    }
+
+    fn resolve(&self, req: AskRequest) -> Result<Resolved, OracleError> {
+        self.check(&req)?;
+        let s = &self.inner.settings;
+        let question = req.question.trim().to_owned();
         let k = check_k(req.k.unwrap_or(s.k)).map_err(OracleError::BadRequest)?;
         let language = req
             .lang

@@ -55,6 +55,45 @@ async fn made_up_methods_on_mcp_cannot_grow_the_metrics() {
     assert!(text.len() < 16 * 1024, "{} bytes of metrics", text.len());
 }
 
+/// A bad `k` or an empty question in SSE mode is a 400 problem answer
+/// before any stream starts, as in JSON mode, never a 200 followed by an
+/// `error` event.
+#[tokio::test]
+async fn bad_asks_in_sse_mode_are_400_before_the_stream() {
+    let lib = common::library(&[("loops.md", "# Loops\n\nCut the stream when it loops.\n")]);
+    let state = state_with(
+        ServerSettings::default(),
+        Profile::Default,
+        ApiKeys::default(),
+    )
+    .serving_oracle();
+    assert!(state.set_oracle(Oracle::open(&Config::default(), Some(&lib.db)).unwrap()));
+    let server = start(state).await;
+    let url = format!("{}/api/oracle", server.url);
+    for (body, want) in [
+        (json!({"question": "How?", "k": 0, "stream": true}), "k"),
+        (json!({"question": "How?", "k": 10_000}), "k"),
+        (json!({"question": "   ", "stream": true}), "empty"),
+    ] {
+        let res = client()
+            .post(&url)
+            .header("accept", "text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{body}");
+        assert_eq!(
+            res.headers()["content-type"],
+            "application/problem+json",
+            "{body}"
+        );
+        let problem: Value = res.json().await.unwrap();
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(want), "{body}: {detail}");
+    }
+}
+
 /// A body that trickles in loses its concurrency permit at the body
 /// deadline (408 naming the setting), and the next client is served
 /// instead of shed.

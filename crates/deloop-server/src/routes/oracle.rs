@@ -143,6 +143,8 @@ async fn ask(
     let sse = wants_events(headers, &body);
     let req = body.into_request(mode);
     if sse {
+        // Bad requests are a 400 before the stream starts, as in JSON.
+        oracle.check(&req).map_err(|e| api_error(&e))?;
         return Ok(events(state, oracle, req).into_response());
     }
     let outcome = oracle.ask(req).await.map_err(|e| api_error(&e))?;
