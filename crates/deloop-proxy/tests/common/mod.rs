@@ -51,6 +51,11 @@ pub enum Reply {
     },
     /// Waits, then answers.
     Slow(Duration, Box<Reply>),
+    /// An SSE stream that sends these events at once, then holds the
+    /// connection open without an end until its client drops it; progress
+    /// in the fake's [`Probe`]. A test then knows the exact event at which
+    /// the upstream saw the close: the last one, whatever the speed.
+    Held(Vec<String>),
 }
 
 /// What a [`Reply::Pieces`] stream does after its last piece.
@@ -252,6 +257,22 @@ async fn respond(reply: Reply, probe: Arc<Probe>) -> Response {
                         repeat[(i - prefix.len()) % repeat.len()].clone()
                     } else {
                         suffix[i - prefix.len() - max].clone()
+                    };
+                    flag.probe.sent.fetch_add(1, Ordering::SeqCst);
+                    Some((Ok::<_, Infallible>(Bytes::from(data)), (i + 1, flag)))
+                }
+            });
+            sse(Body::from_stream(stream))
+        }
+        Reply::Held(events) => {
+            let flag = DropFlag { probe, done: false };
+            let stream = futures_util::stream::unfold((0usize, flag), move |(i, flag)| {
+                let data = events.get(i).cloned();
+                async move {
+                    let Some(data) = data else {
+                        // Held open: only the client can end it.
+                        std::future::pending::<()>().await;
+                        return None;
                     };
                     flag.probe.sent.fetch_add(1, Ordering::SeqCst);
                     Some((Ok::<_, Infallible>(Bytes::from(data)), (i + 1, flag)))
