@@ -4,11 +4,11 @@
 //! the engine reads its limits from the same constants, so no bound is
 //! written twice.
 
-use super::config::ClampConfig;
+use crate::repetition::config::ClampConfig;
 
 /// Longest short word period, in tokens (`words.max_period`): the width of
 /// the engine's per-period tables.
-pub const MAX_PERIOD: usize = super::words::W;
+pub const MAX_PERIOD: usize = crate::repetition::words::W;
 /// Largest run and long period, in words (`words.min_run`,
 /// `words.long_max_period`).
 pub const MAX_RUN_WORDS: usize = 4096;
@@ -16,12 +16,12 @@ pub const MAX_RUN_WORDS: usize = 4096;
 /// `substring.min_copies`).
 pub const MAX_COPIES: usize = 1000;
 /// Longest substring unit, in characters (`substring.max_unit`).
-pub const MAX_UNIT: usize = super::substring::MAX_UNIT_LIMIT;
+pub const MAX_UNIT: usize = crate::repetition::substring::MAX_UNIT_LIMIT;
 /// Longest unit of the long-unit rule, in characters (`near.chain_max_unit`).
 pub const MAX_CHAIN_UNIT: usize = 64;
 /// Widest few-lines and few-codes windows (`near.line_window`,
 /// `near.token_window`): the size of the engine's rings.
-pub const MAX_WINDOW: usize = super::near::TOKEN_WINDOW;
+pub const MAX_WINDOW: usize = crate::repetition::near::TOKEN_WINDOW;
 
 /// The range one numeric setting must lie in.
 #[derive(Debug, Clone, Copy)]

@@ -139,7 +139,7 @@ pub struct WordConfig {
     /// long-period run that reaches the end of the text fires with
     /// `long_run_per_period - 1` whole copies after the first and this
     /// percent of one more. Only where the text ends (`clamp`, and
-    /// [`super::StreamWatcher::finish`]), so a generation stopped by its
+    /// [`crate::repetition::StreamWatcher::finish`]), so a generation stopped by its
     /// token limit mid-copy is cut, while the same copies followed by
     /// other text are not. The last token may be cut off mid-word (a
     /// prefix of the token it stands for).

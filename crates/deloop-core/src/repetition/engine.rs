@@ -8,13 +8,13 @@
 //! [`Engine::push_char`], which also serves as the reference the tests
 //! compare the fast paths with.
 
-use super::healthy::{LineCtx, Lines, Src};
-use super::near_sieve::NearStream;
-use super::prefilter::SubScan;
-use super::sieve::SieveStream;
-use super::substring::Candidate;
-use super::words::{Stop, Words};
-use super::ClampConfig;
+use crate::repetition::near::sieve::NearStream;
+use crate::repetition::substring::prefilter::SubScan;
+use crate::repetition::substring::Candidate;
+use crate::repetition::text::healthy::{LineCtx, Lines, Src};
+use crate::repetition::words::sieve::SieveStream;
+use crate::repetition::words::{Stop, Words};
+use crate::repetition::ClampConfig;
 
 /// Which detectors an engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,9 +471,9 @@ fn read_sub(
 }
 
 /// Runs the near-duplicate detector over `text`: the first loop it
-/// completes (behind its pre-filter, [`super::near_sieve`]).
+/// completes (behind its pre-filter, [`crate::repetition::near::sieve`]).
 pub(crate) fn scan_near(text: &str, config: &ClampConfig) -> Option<Candidate> {
-    super::near_sieve::scan(text, config)
+    crate::repetition::near::sieve::scan(text, config)
 }
 
 /// Runs one batch detector over `text`: the leftmost loop of the whole
@@ -506,7 +506,7 @@ pub(crate) fn scan_pair(
             lines: &mut lines,
             src,
         };
-        words = super::sieve::scan_words(text, config, &mut lx);
+        words = crate::repetition::words::sieve::scan_words(text, config, &mut lx);
     }
     if mode == Mode::Words || words.is_some() {
         return (words, None);

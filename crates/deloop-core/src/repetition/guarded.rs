@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use super::{ClampConfig, ClampReport, Detector, StreamCut, StreamWatcher};
+use crate::repetition::{ClampConfig, ClampReport, Detector, StreamCut, StreamWatcher};
 
 /// A stream under the loop guard ([`StreamWatcher`]), with the bookkeeping
 /// every caller needs: which bytes may be forwarded now, the cut, and how

@@ -25,17 +25,12 @@
 pub mod bounds;
 mod config;
 mod engine;
-mod fold;
 mod guarded;
-mod healthy;
 mod near;
-mod near_sieve;
-mod prefilter;
-mod sieve;
 mod substring;
-mod swar;
 #[cfg(test)]
 mod test_cases;
+mod text;
 mod words;
 
 pub use bounds::OutOfBounds;

@@ -28,10 +28,10 @@
 //! property tests in `engine.rs` compare the two on texts with loops far
 //! apart.
 
-use super::healthy::LineCtx;
-use super::substring::{Candidate, Substring};
-use super::words::Stop;
-use super::ClampConfig;
+use crate::repetition::substring::{Candidate, Substring};
+use crate::repetition::text::healthy::LineCtx;
+use crate::repetition::words::Stop;
+use crate::repetition::ClampConfig;
 
 /// Largest grid exponent: blocks whose index has this many trailing zeros
 /// are checked at every distance.
@@ -52,9 +52,11 @@ impl Filter {
     /// everything.
     fn new(config: &ClampConfig) -> Option<Filter> {
         let s = &config.substring;
-        let max_unit = s.max_unit.clamp(1, super::substring::MAX_UNIT_LIMIT);
+        let max_unit = s
+            .max_unit
+            .clamp(1, crate::repetition::substring::MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
-        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
+        let copies = s.min_copies.clamp(2, crate::repetition::bounds::MAX_COPIES);
         let dmin = min_unit;
         let dmax = 4 * max_unit;
         if (copies - 1) * dmin < 15 {
@@ -189,8 +191,10 @@ impl SubScan {
     /// runs; without, it reads every character.
     pub(crate) fn new(config: &ClampConfig, filter: bool) -> Self {
         let s = &config.substring;
-        let max_unit = s.max_unit.clamp(1, super::substring::MAX_UNIT_LIMIT);
-        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
+        let max_unit = s
+            .max_unit
+            .clamp(1, crate::repetition::substring::MAX_UNIT_LIMIT);
+        let copies = s.min_copies.clamp(2, crate::repetition::bounds::MAX_COPIES);
         let filter = if filter { Filter::new(config) } else { None };
         SubScan {
             exact: Substring::new(config),

@@ -9,8 +9,10 @@
 //! characters, so each character costs a few vector operations and
 //! nothing is ever re-scanned.
 
-use super::healthy::{content_letters, is_layout, LineCtx};
-use super::{ClampConfig, Detector};
+pub(crate) mod prefilter;
+
+use crate::repetition::text::healthy::{content_letters, is_layout, LineCtx};
+use crate::repetition::{ClampConfig, Detector};
 
 /// Unit lengths tracked (lane `i` is length `i + 1`).
 const W: usize = 16;
@@ -199,7 +201,7 @@ impl Substring {
         let s = &config.substring;
         let max_unit = s.max_unit.clamp(1, MAX_UNIT_LIMIT);
         let min_unit = s.min_unit.clamp(1, max_unit);
-        let copies = s.min_copies.clamp(2, super::bounds::MAX_COPIES);
+        let copies = s.min_copies.clamp(2, crate::repetition::bounds::MAX_COPIES);
         let mut thr = [i32::MAX; W];
         for (j, t) in thr.iter_mut().enumerate() {
             let l = W - j;

@@ -9,11 +9,13 @@
 //! tokens' keys and offsets, bounded by the configuration, never by the
 //! text.
 
-use super::fold::{fold_char, key_str, KeyHasher};
-use super::healthy::{is_cjk, is_trailing_punct, LineCtx};
-use super::substring::Candidate;
-use super::swar;
-use super::{ClampConfig, Detector};
+pub(crate) mod sieve;
+
+use crate::repetition::substring::Candidate;
+use crate::repetition::text::fold::{fold_char, key_str, KeyHasher};
+use crate::repetition::text::healthy::{is_cjk, is_trailing_punct, LineCtx};
+use crate::repetition::text::swar;
+use crate::repetition::{ClampConfig, Detector};
 
 /// Tokens in a long-period shingle.
 pub(crate) const SHINGLE: usize = 8;
@@ -25,7 +27,7 @@ pub(crate) const SHINGLE: usize = 8;
 /// or that plus the old size), so which live entries a detector holds
 /// depends only on the tokens it read and the text's token count: a
 /// detector started `long_max_period + 8` tokens back (see
-/// [`super::sieve`]) holds the same live entries as one that read
+/// [`crate::repetition::words::sieve`]) holds the same live entries as one that read
 /// everything.
 const TABLE: usize = 2048;
 const TABLE_START: usize = 64;
@@ -154,7 +156,8 @@ impl Periods {
         let w = &config.words;
         let max_p = w.max_period.clamp(1, W);
         let long_max = if w.long_max_period > max_p {
-            w.long_max_period.min(super::bounds::MAX_RUN_WORDS)
+            w.long_max_period
+                .min(crate::repetition::bounds::MAX_RUN_WORDS)
         } else {
             0
         };
@@ -163,13 +166,15 @@ impl Periods {
             *t = w
                 .min_run
                 .max(w.run_per_period.saturating_mul(i + 1))
-                .clamp(1, super::bounds::MAX_RUN_WORDS) as u32;
+                .clamp(1, crate::repetition::bounds::MAX_RUN_WORDS) as u32;
         }
         Periods {
             max_p,
             thr,
             long_max,
-            long_mult: w.long_run_per_period.clamp(1, super::bounds::MAX_COPIES),
+            long_mult: w
+                .long_run_per_period
+                .clamp(1, crate::repetition::bounds::MAX_COPIES),
             long_pct: w.long_last_copy_percent.clamp(1, 100),
             tail_pct: w.tail_last_copy_percent.clamp(1, 100),
         }
@@ -323,7 +328,7 @@ impl Words {
             connector_max_bytes: w
                 .connectors
                 .iter()
-                .map(|c| super::fold::fold_len(c))
+                .map(|c| crate::repetition::text::fold::fold_len(c))
                 .max()
                 .unwrap_or(0),
             connectors: connector_table(&keys),
@@ -823,7 +828,7 @@ impl Words {
                 self.roll = self.roll.wrapping_sub(old.wrapping_mul(self.roll_pow));
             }
             if j + 1 >= SHINGLE {
-                let sh = super::fold::mix(self.roll);
+                let sh = crate::repetition::text::fold::mix(self.roll);
                 while j + self.token_base >= 4 * self.table.len() && self.table.len() < TABLE {
                     self.grow_table();
                 }
@@ -1321,7 +1326,7 @@ mod tests {
     /// keys and previews as through the general path, char by char.
     #[test]
     fn feed_and_general_paths_build_the_same_tokens() {
-        use super::super::healthy::{Lines, Src};
+        use crate::repetition::text::healthy::{Lines, Src};
         let config = ClampConfig::default();
         for text in [
             "Hello, world!",

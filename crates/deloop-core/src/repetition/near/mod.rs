@@ -5,7 +5,7 @@
 //! tokens (white space; each CJK character is a token) and *segments*
 //! (lines, sentences ending in `. ! ? 。 ！ ？`, and the JSON escape `\n`
 //! written as backslash-n). Eight rules, each with its own thresholds
-//! ([`super::NearConfig`]); the first that completes fires:
+//! ([`crate::repetition::NearConfig`]); the first that completes fires:
 //!
 //! * **counted list items**: list items (`51.`, `9)`) whose bodies are
 //!   equal once the counter is set aside — `list_items` items in a row
@@ -39,7 +39,7 @@
 //!   `chain_max_unit` characters repeated `chain_copies` times back to
 //!   back inside one run of non-white-space (`/api/v1/users/api/v1/…`),
 //!   unless it starts inside a data token (base64, hex) with a unit that
-//!   can be encoded data (`super::substring::data_unit`);
+//!   can be encoded data (`crate::repetition::substring::data_unit`);
 //! * **code blocks**: inside a fenced block, a block of 2–16 lines (two
 //!   different lines at least, one holding a word) repeated
 //!   `code_block_copies` times.
@@ -77,10 +77,12 @@
 //! `fast_path_equals_the_reference` checks all three on long random texts
 //! in random chunkings.
 
-use super::healthy::{is_cjk, Lines, Src};
-use super::substring::Candidate;
-use super::swar;
-use super::{ClampConfig, Detector};
+pub(crate) mod sieve;
+
+use crate::repetition::substring::Candidate;
+use crate::repetition::text::healthy::{is_cjk, Lines, Src};
+use crate::repetition::text::swar;
+use crate::repetition::{ClampConfig, Detector};
 
 /// Tokens of a segment kept for the edit distance (longer segments are
 /// compared on their first `SEG_TOKENS` tokens and their length).
@@ -264,7 +266,7 @@ struct Run {
 /// Incremental near-duplicate detector.
 #[derive(Debug, Clone)]
 pub(crate) struct Near {
-    cfg: super::NearConfig,
+    cfg: crate::repetition::NearConfig,
     lines: Lines,
     build: Build,
     seg: Seg,
@@ -401,7 +403,7 @@ impl Near {
     /// start, or just after a newline) where the fenced block `open_fence`
     /// (see [`Lines`]) is open: every rule's state is emptied except the
     /// code-block rule's lines, which only lines inside fences change.
-    /// Used by the pre-filter ([`super::near_sieve`]) to start a region.
+    /// Used by the pre-filter ([`crate::repetition::near::sieve`]) to start a region.
     pub(crate) fn restart(&mut self, pos: usize, open_fence: Option<(u8, usize)>) {
         self.lines = Lines::at_line_start(pos, open_fence);
         self.build = Build::default();
@@ -1321,9 +1323,9 @@ impl Near {
     fn chain_data_at(&self, s: usize) -> bool {
         let from = s.saturating_sub(17);
         let mut d = if from == 0 {
-            super::substring::DataScan::after_space()
+            crate::repetition::substring::DataScan::after_space()
         } else {
-            super::substring::DataScan::NONE
+            crate::repetition::substring::DataScan::NONE
         };
         for t in from..s {
             d.push(char::from_u32(self.chain_chars[t % CHAIN_RING].0).unwrap_or('\u{FFFD}'));
@@ -1366,7 +1368,7 @@ impl Near {
                     let unit: Vec<u32> = (k + 1 - d..=k)
                         .map(|t| self.chain_chars[t % CHAIN_RING].0)
                         .collect();
-                    if !(super::substring::data_unit(&unit) && self.chain_data_at(s)) {
+                    if !(crate::repetition::substring::data_unit(&unit) && self.chain_data_at(s)) {
                         let start = self.chain_chars[s % CHAIN_RING].1;
                         let keep = self.chain_chars[(a - 1) % CHAIN_RING].1
                             + char::from_u32(self.chain_chars[(a - 1) % CHAIN_RING].0)
@@ -1385,7 +1387,7 @@ impl Near {
             self.chain_d = 0;
             self.chain_run = 0;
         }
-        let h = super::fold::mix(self.chain_roll);
+        let h = crate::repetition::text::fold::mix(self.chain_roll);
         let tag = (h >> 32) as u32;
         let slot = (tag as usize) % CHAIN_TABLE;
         let here = self.chain_base + k as u64;
@@ -1397,7 +1399,10 @@ impl Near {
         }
         let d = (here - at) as usize;
         if d < self.cfg.chain_min_unit
-            || d > self.cfg.chain_max_unit.min(super::bounds::MAX_CHAIN_UNIT)
+            || d > self
+                .cfg
+                .chain_max_unit
+                .min(crate::repetition::bounds::MAX_CHAIN_UNIT)
             || k < d + CHAIN_SHINGLE - 1
         {
             return;

@@ -56,12 +56,12 @@
 //! The tests compare this scan with the exact detector reading every
 //! token, and check the sieve's tokens and keys against the exact rules.
 
-use super::fold::fold_char;
-use super::healthy::{is_cjk, is_trailing_punct, LineCtx, Lines, Src};
-use super::substring::Candidate;
-use super::swar;
-use super::words::{is_ascii_ws, Periods, Stop, Words, ROLL, SHINGLE, W};
-use super::ClampConfig;
+use crate::repetition::substring::Candidate;
+use crate::repetition::text::fold::fold_char;
+use crate::repetition::text::healthy::{is_cjk, is_trailing_punct, LineCtx, Lines, Src};
+use crate::repetition::text::swar;
+use crate::repetition::words::{is_ascii_ws, Periods, Stop, Words, ROLL, SHINGLE, W};
+use crate::repetition::ClampConfig;
 
 /// Multiplier of the `k`-th eight bytes of a sieve key (its `k`-th power).
 const WORD_MUL: u64 = 0xff51_afd7_ed55_8ccd;
@@ -920,7 +920,7 @@ fn exact_from(w: &mut Words, text: &str, from: usize, lx: &mut LineCtx<'_>) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repetition::healthy::{Lines, Src};
+    use crate::repetition::text::healthy::{Lines, Src};
     use proptest::prelude::*;
 
     /// `scan` over the whole of `text`, with a fresh line tracker.

@@ -128,11 +128,11 @@
 //! start again at a window's first line (batch or stream). A window that
 //! closes in the stream's unread rest has its own test.
 
-use super::healthy::{is_cjk, Lines};
-use super::near::{Key, Near, CHAIN_START};
-use super::substring::Candidate;
-use super::swar;
-use super::ClampConfig;
+use crate::repetition::near::{Key, Near, CHAIN_START};
+use crate::repetition::substring::Candidate;
+use crate::repetition::text::healthy::{is_cjk, Lines};
+use crate::repetition::text::swar;
+use crate::repetition::ClampConfig;
 
 /// What [`Sieve::run`] stops at: a possible loop, or a quiet point.
 const FLAG: u8 = 1;
@@ -194,7 +194,10 @@ impl Plan {
         if streak == 0 {
             return None;
         }
-        let long_span = if n.chain_min_unit > n.chain_max_unit.min(super::bounds::MAX_CHAIN_UNIT) {
+        let long_span = if n.chain_min_unit
+            > n.chain_max_unit
+                .min(crate::repetition::bounds::MAX_CHAIN_UNIT)
+        {
             usize::MAX
         } else {
             CHAIN_START.max(
@@ -213,7 +216,7 @@ impl Plan {
             code_window: if n.token_window < 2 || n.token_window_values == 0 {
                 usize::MAX
             } else {
-                n.token_window.min(super::near::TOKEN_WINDOW)
+                n.token_window.min(crate::repetition::near::TOKEN_WINDOW)
             },
             sent_need: [n.sentence_copies.max(3), n.sentence_copies.max(6)],
             min_tokens: n.sentence_min_tokens,
@@ -309,7 +312,7 @@ pub(crate) struct Sieve {
 /// rule needs `max(2, min(empty_items, max(list_items, 4)))`, the
 /// restarted-list rule `list_copy_items + 1` (a copy of an item needs the
 /// item).
-fn list_need(n: &super::NearConfig) -> usize {
+fn list_need(n: &crate::repetition::NearConfig) -> usize {
     let counted = n.empty_items.min(n.list_items.max(4)).max(2);
     match n.list_copy_items {
         0 => counted,
