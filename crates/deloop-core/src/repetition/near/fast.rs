@@ -15,7 +15,7 @@ impl Near {
         if !self.line_active || !self.seg_active {
             return 0;
         }
-        if self.build.active && self.build.marker != 2 {
+        if self.build.active && !self.build.marker.is_other() {
             return 0;
         }
         let max = (CHAIN_START - 1).saturating_sub(self.chain_len);
@@ -63,7 +63,7 @@ impl Near {
             .iter()
             .any(|&c| matches!(c | 0x20, b'g'..=b'w' | b'y' | b'z'));
         b.in_digits = false;
-        b.marker = 2;
+        b.marker = MarkerShape::OTHER;
         b.last_stop = matches!(bytes[i + m - 1], b'.' | b'!' | b'?');
         let preview = &mut self.line.preview;
         if preview.len() + 1 < PREVIEW {

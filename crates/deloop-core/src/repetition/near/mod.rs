@@ -89,6 +89,7 @@ mod tests;
 
 use crate::repetition::substring::Candidate;
 use crate::repetition::text::healthy::{is_cjk, Lines, Src};
+use crate::repetition::text::list_marker::MarkerShape;
 use crate::repetition::text::swar;
 use crate::repetition::{ClampConfig, Detector};
 
@@ -222,10 +223,8 @@ struct Build {
     in_digits: bool,
     letters: u32,
     digits: bool,
-    /// List-marker shape so far: 0 digits only, 1 digits then `.`/`)`,
-    /// 2 anything else.
-    marker: u8,
-    ndigits: u32,
+    /// List-marker shape so far.
+    marker: MarkerShape,
     /// A letter other than `a`–`f` and `x` (case-folded) was read.
     non_hex: bool,
     /// Last character was `. ! ?`.
@@ -630,7 +629,7 @@ impl Near {
     #[inline]
     fn space_char(&mut self, pos: usize) {
         let b = &self.build;
-        let marker_only = b.marker == 1 && self.line.n == 0;
+        let marker_only = b.marker.is_marker() && self.line.n == 0;
         let stop = b.active && b.last_stop && !marker_only && !self.line.fence;
         self.end_token(pos);
         if stop {
@@ -700,18 +699,7 @@ impl Near {
             b.letters += 1;
             b.non_hex |= !matches!(l, 0x61..=0x66 | 0x78);
         }
-        b.marker = match (b.marker, digit, c) {
-            (0, true, _) => {
-                b.ndigits += 1;
-                if b.ndigits > 4 {
-                    2
-                } else {
-                    0
-                }
-            }
-            (0, false, '.' | ')') if b.ndigits > 0 => 1,
-            _ => 2,
-        };
+        b.marker.push(c);
         b.last_stop = matches!(c, '.' | '!' | '?');
     }
 
@@ -735,7 +723,7 @@ impl Near {
         let line = &mut self.line;
         // The body counts only on a list item, the whole line only in a
         // fence (nothing reads them elsewhere).
-        if line.n == 0 && b.marker == 1 {
+        if line.n == 0 && b.marker.is_marker() {
             line.marker = true;
             line.marker_key = tok.raw;
         } else {

@@ -131,6 +131,7 @@
 use crate::repetition::near::{Key, Near, CHAIN_START};
 use crate::repetition::substring::Candidate;
 use crate::repetition::text::healthy::{is_cjk, Lines};
+use crate::repetition::text::list_marker::{is_marker, MarkerShape};
 use crate::repetition::text::swar;
 use crate::repetition::ClampConfig;
 
@@ -229,10 +230,8 @@ impl Plan {
 #[derive(Debug, Clone, Copy, Default)]
 struct Tok {
     active: bool,
-    /// List-marker shape so far, as [`Near`]'s: 0 digits only, 1 digits
-    /// then `.` or `)`, 2 anything else.
-    marker: u8,
-    ndigits: u32,
+    /// List-marker shape so far.
+    marker: MarkerShape,
     last_stop: bool,
     /// Holds an ASCII digit or a `#`.
     marked: bool,
@@ -317,19 +316,6 @@ fn list_need(n: &crate::repetition::NearConfig) -> usize {
     match n.list_copy_items {
         0 => counted,
         c => counted.min(c.saturating_add(1)),
-    }
-}
-
-/// A list marker: 1–4 ASCII digits then `.` or `)`.
-#[inline]
-fn is_marker(t: &[u8]) -> bool {
-    match t.split_last() {
-        Some((&last, digits)) => {
-            matches!(last, b'.' | b')')
-                && (1..=4).contains(&digits.len())
-                && digits.iter().all(u8::is_ascii_digit)
-        }
-        None => false,
     }
 }
 
@@ -495,18 +481,7 @@ impl Sieve {
             t.masked.push(fold(c));
         }
         t.in_digits = digit;
-        t.marker = match (t.marker, digit, c) {
-            (0, true, _) => {
-                t.ndigits += 1;
-                if t.ndigits > 4 {
-                    2
-                } else {
-                    0
-                }
-            }
-            (0, false, '.' | ')') if t.ndigits > 0 => 1,
-            _ => 2,
-        };
+        t.marker.push(c);
         t.last_stop = matches!(c, '.' | '!' | '?');
     }
 
@@ -536,7 +511,7 @@ impl Sieve {
         self.tok.active = false;
         let t = self.tok;
         let key = t.marked.then(|| t.masked.value());
-        self.token_done(t.marker == 1, key);
+        self.token_done(t.marker.is_marker(), key);
     }
 
     /// A token ends: it was a list marker shape (`marker`), and `key` is
@@ -556,7 +531,7 @@ impl Sieve {
     /// White space other than a newline (as [`Near`]'s `space_char`).
     fn space_char(&mut self) {
         let t = &self.tok;
-        let marker_only = t.marker == 1 && self.line_n == 0;
+        let marker_only = t.marker.is_marker() && self.line_n == 0;
         let stop = t.active && t.last_stop && !marker_only && !self.line_fence;
         self.end_token();
         if stop {
