@@ -6,8 +6,9 @@
 //! state: typed input goes in, a typed verdict comes out, and rendering is
 //! left to the caller.
 //!
-//! * [`repetition`] — clamps periodic walls of text (word periods and short
-//!   substrings), in batch and as a streaming watcher.
+//! * [`repetition`] — clamps periodic walls of text (word periods, short
+//!   substrings, near-duplicates, long units, repeated code blocks), in
+//!   batch and as a streaming watcher.
 //! * [`rescue`] — a lenient, linear-time parser that rescues JSON values
 //!   from broken model output.
 //! * [`loops`] — tool-call loop detection for agents, OpenClaw-compatible,

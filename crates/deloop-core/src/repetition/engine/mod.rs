@@ -8,6 +8,12 @@
 //! [`Engine::push_char`], which also serves as the reference the tests
 //! compare the fast paths with.
 
+mod batch;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use batch::{clamp, report, tail, Guards};
+
 use crate::repetition::near::sieve::NearStream;
 use crate::repetition::substring::prefilter::SubScan;
 use crate::repetition::substring::Candidate;
@@ -469,61 +475,3 @@ fn read_sub(
     }
     sub.read(buf, buf_base, end, floor, lx, Stop::Verdict)
 }
-
-/// Runs the near-duplicate detector over `text`: the first loop it
-/// completes (behind its pre-filter, [`crate::repetition::near::sieve`]).
-pub(crate) fn scan_near(text: &str, config: &ClampConfig) -> Option<Candidate> {
-    crate::repetition::near::sieve::scan(text, config)
-}
-
-/// Runs one batch detector over `text`: the leftmost loop of the whole
-/// text (the seed's semantics).
-pub(crate) fn scan(text: &str, config: &ClampConfig, mode: Mode) -> Option<Candidate> {
-    let (w, s) = scan_pair(text, config, mode);
-    match mode {
-        Mode::Words => w,
-        Mode::Substring => s,
-        Mode::Both => w.or(s),
-    }
-}
-
-/// Runs the detectors of `mode`. The word verdict is exact; the substring
-/// verdict is computed only when there is no word verdict (the substring
-/// guard then runs on the word guard's output instead).
-pub(crate) fn scan_pair(
-    text: &str,
-    config: &ClampConfig,
-    mode: Mode,
-) -> (Option<Candidate>, Option<Candidate>) {
-    let src = Src {
-        bytes: text.as_bytes(),
-        base: 0,
-    };
-    let mut words = None;
-    if mode != Mode::Substring && config.words.enabled && has_chars(text, config.words.min_chars) {
-        let mut lines = Lines::default();
-        let mut lx = LineCtx {
-            lines: &mut lines,
-            src,
-        };
-        words = crate::repetition::words::sieve::scan_words(text, config, &mut lx);
-    }
-    if mode == Mode::Words || words.is_some() {
-        return (words, None);
-    }
-    let mut sub = None;
-    if config.substring.enabled && has_chars(text, config.substring.min_chars) {
-        let mut s = SubScan::new(config, true);
-        let mut lines = Lines::default();
-        let mut lx = LineCtx {
-            lines: &mut lines,
-            src,
-        };
-        s.read(text, 0, text.len(), 0, &mut lx, Stop::Settled);
-        sub = s.best().cloned();
-    }
-    (None, sub)
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,6 +1,7 @@
 //! The fast paths (byte loop, pre-filter, lazy line tracking) against
 //! the engine fed one character at a time with the filter off.
 
+use super::batch::{scan, scan_pair};
 use super::*;
 use crate::repetition::{ClampConfig, StreamWatcher};
 use proptest::prelude::*;

@@ -25,7 +25,7 @@
 //! rule) keeps flagging blocks at most `G(d) + 8` bytes apart, so its
 //! region stays open. The exact detector therefore reaches the same
 //! verdict, at the same character, as if it had read the whole text; the
-//! property tests in `engine.rs` compare the two on texts with loops far
+//! property tests in `engine/tests.rs` compare the two on texts with loops far
 //! apart.
 
 use crate::repetition::substring::{Candidate, Substring};
