@@ -40,6 +40,7 @@
 //! ```
 
 pub mod bounds;
+mod candidate;
 mod config;
 mod engine;
 mod guarded;

@@ -17,8 +17,8 @@
 //!    code-block, `near/`) reads the output of the first two: the input
 //!    itself when they cut nothing.
 
+use crate::repetition::candidate::Candidate;
 use crate::repetition::substring::prefilter::SubScan;
-use crate::repetition::substring::Candidate;
 use crate::repetition::text::healthy::{LineCtx, Lines, Src};
 use crate::repetition::words::Stop;
 use crate::repetition::{ClampConfig, ClampReport, Clamped};

@@ -14,9 +14,9 @@ mod tests;
 
 pub(crate) use batch::{clamp, report, tail, Guards};
 
+use crate::repetition::candidate::Candidate;
 use crate::repetition::near::sieve::NearStream;
 use crate::repetition::substring::prefilter::SubScan;
-use crate::repetition::substring::Candidate;
 use crate::repetition::text::healthy::{LineCtx, Lines, Src};
 use crate::repetition::words::sieve::SieveStream;
 use crate::repetition::words::{Stop, Words};

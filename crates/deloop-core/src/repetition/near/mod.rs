@@ -87,7 +87,7 @@ pub(crate) mod sieve;
 #[cfg(test)]
 mod tests;
 
-use crate::repetition::substring::Candidate;
+use crate::repetition::candidate::Candidate;
 use crate::repetition::text::healthy::{is_cjk, Lines, Src};
 use crate::repetition::text::list_marker::MarkerShape;
 use crate::repetition::text::swar;

@@ -11,6 +11,7 @@
 
 pub(crate) mod prefilter;
 
+use crate::repetition::candidate::Candidate;
 use crate::repetition::text::healthy::{content_letters, is_layout, LineCtx};
 use crate::repetition::{ClampConfig, Detector};
 
@@ -20,28 +21,6 @@ const W: usize = 16;
 pub(crate) const MAX_UNIT_LIMIT: usize = W;
 /// A character value no `char` has: the window starts empty.
 const EMPTY: u32 = u32::MAX;
-
-/// A loop found by a detector (substring or words).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Candidate {
-    pub detector: Detector,
-    pub period: usize,
-    /// Byte offset where the loop starts.
-    pub start: usize,
-    /// Byte offset where the kept source text ends.
-    pub keep: usize,
-    /// Number of tokens kept (words only; used to re-join in seed mode).
-    pub keep_tokens: u64,
-    /// The unit as it last appeared (a preview).
-    pub unit: String,
-}
-
-impl Candidate {
-    #[inline]
-    pub(crate) fn better_than(&self, other: &Candidate) -> bool {
-        (self.start, self.period) < (other.start, other.period)
-    }
-}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct RunInfo {

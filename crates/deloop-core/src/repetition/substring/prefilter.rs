@@ -28,7 +28,8 @@
 //! property tests in `engine/tests.rs` compare the two on texts with loops far
 //! apart.
 
-use crate::repetition::substring::{Candidate, Substring};
+use crate::repetition::candidate::Candidate;
+use crate::repetition::substring::Substring;
 use crate::repetition::text::healthy::LineCtx;
 use crate::repetition::words::Stop;
 use crate::repetition::ClampConfig;

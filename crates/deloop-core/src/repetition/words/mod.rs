@@ -18,7 +18,7 @@ mod verdict;
 
 use ascii::{hash_ascii, scan_ascii};
 
-use crate::repetition::substring::Candidate;
+use crate::repetition::candidate::Candidate;
 use crate::repetition::text::fold::{fold_char, key_str, KeyHasher};
 use crate::repetition::text::healthy::{is_cjk, is_trailing_punct, LineCtx};
 use crate::repetition::text::swar;

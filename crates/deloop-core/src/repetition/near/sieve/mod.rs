@@ -128,8 +128,8 @@
 //! start again at a window's first line (batch or stream). A window that
 //! closes in the stream's unread rest has its own test.
 
+use crate::repetition::candidate::Candidate;
 use crate::repetition::near::{Key, Near, CHAIN_START};
-use crate::repetition::substring::Candidate;
 use crate::repetition::text::healthy::{is_cjk, Lines};
 use crate::repetition::text::list_marker::{is_marker, MarkerShape};
 use crate::repetition::text::swar;

@@ -56,7 +56,7 @@
 //! The tests compare this scan with the exact detector reading every
 //! token, and check the sieve's tokens and keys against the exact rules.
 
-use crate::repetition::substring::Candidate;
+use crate::repetition::candidate::Candidate;
 mod stream;
 #[cfg(test)]
 mod tests;
