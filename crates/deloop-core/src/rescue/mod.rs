@@ -280,10 +280,14 @@ const SERDE_DEPTH: usize = 128;
 /// * the input is not strict JSON (the usual case for model output; most
 ///   broken replies fail in their first bytes, and a reply that does not
 ///   end like a JSON value is not tried at all);
-/// * it holds `</think` (the lenient path reads the text after it first);
-/// * it holds the number `-0` (serde_json reads `-0.0`, the lenient parser
-///   the integer `0`);
+/// * it holds the number `-0` outside a string (serde_json reads `-0.0`,
+///   the lenient parser the integer `0`);
 /// * `max_depth` is below serde_json's limit of 128 levels.
+///
+/// Valid JSON holds a `</think>` only inside a string, where it is text: the
+/// document is returned as it is, so repairing a repaired document changes
+/// nothing. (The lenient path would read the text after that `</think>` as
+/// the reply; found by fuzzing, docs/fuzzing.md.)
 ///
 /// Numbers agree because serde_json is built with `float_roundtrip`
 /// (correctly rounded, like `str::parse::<f64>`), and duplicate keys
@@ -297,18 +301,35 @@ fn strict_json(raw: &str, opts: &RescueOptions) -> Option<Value> {
     if !(matches!(last, b'}' | b']' | b'"') || last.is_ascii_alphanumeric()) {
         return None;
     }
-    if memchr::memmem::find(b, b"</think").is_some() {
+    if has_minus_zero(b) {
         return None;
     }
-    for at in memchr::memmem::find_iter(b, b"-0") {
-        if !b
-            .get(at + 2)
-            .is_some_and(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E'))
-        {
-            return None;
+    serde_json::from_str(raw).ok()
+}
+
+/// Whether `b`, read as JSON, holds the number `-0` (not `-0.5`, `-0e1`)
+/// outside a string. Strings are skipped by their quotes and escapes, which
+/// is exact for valid JSON (the only text whose answer matters: serde_json
+/// refuses the rest).
+fn has_minus_zero(b: &[u8]) -> bool {
+    let mut in_string = false;
+    let mut i = 0;
+    while let Some(off) = memchr::memchr3(b'"', b'\\', b'-', &b[i..]) {
+        let at = i + off;
+        i = at + 1;
+        match b[at] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => i = (i + 1).min(b.len()),
+            b'-' if !in_string && b.get(at + 1) == Some(&b'0') => {
+                let next = b.get(at + 2);
+                if !next.is_some_and(|&c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E')) {
+                    return true;
+                }
+            }
+            _ => {}
         }
     }
-    serde_json::from_str(raw).ok()
+    false
 }
 
 /// Repairs model output into one valid JSON document, returned as compact
@@ -433,6 +454,33 @@ mod tests {
         }
     }
 
+    /// Valid JSON is returned as it is, even with `</think>` or `-0`
+    /// inside a string (fuzz finding: the lenient path read the text after
+    /// such a `</think>` as the reply, so repair was not idempotent).
+    #[test]
+    fn valid_json_with_think_tags_or_minus_zero_in_strings_is_kept() {
+        for raw in [
+            r#"{"a": "x</think>{\"b\": 1}"}"#,
+            r#"{"answer":"fina\u0005}</think>"}"#,
+            r#"["</thinking>", "-0", "\\", "a\"-0"]"#,
+            r#"{"a": "-0", "b": -0.5, "c": -0e1}"#,
+        ] {
+            let want: Value = serde_json::from_str(raw).unwrap();
+            assert_eq!(
+                strict_json(raw, &RescueOptions::default()).as_ref(),
+                Some(&want),
+                "{raw}"
+            );
+            let r = repair(raw).unwrap();
+            assert_eq!(r.value, want, "{raw}");
+            assert!(r.repairs.is_empty(), "{raw}");
+            assert_eq!(repair_json(raw).unwrap().json, want.to_string(), "{raw}");
+        }
+        assert!(has_minus_zero(br#"{"a": [1, -0]}"#));
+        assert!(!has_minus_zero(br#"{"a": "\"-0"}"#));
+        assert!(!has_minus_zero(b"\"\\"));
+    }
+
     #[test]
     fn fast_path_leaves_the_differences_to_the_lenient_parser() {
         let opts = RescueOptions::default();
@@ -440,7 +488,6 @@ mod tests {
             "[-0]",
             r#"{"a": -0, "b": 1}"#,
             "<think>x</think>{\"a\": 1}",
-            r#"{"a": "x</think>{\"b\": 1}"}"#,
             r#"{"a": 1"#,
             r#"{"a": 1} trailing"#,
             "[1e400]",
