@@ -7,7 +7,9 @@
 //! bytes but otherwise ignored. Every event keeps its raw bytes, so an event
 //! the proxy does not change is forwarded byte for byte. A stream that ends
 //! without a final blank line still yields its last event
-//! ([`SseReader::finish`]).
+//! ([`SseReader::finish`]), its raw bytes completed with that blank line,
+//! so that what the proxy writes after it starts an event of its own. A
+//! leading BOM is skipped, even when it arrives split across pieces.
 //!
 //! Memory is bounded: an event (and so a line) longer than the configured
 //! limit is an error, never an unbounded buffer.
@@ -63,8 +65,11 @@ pub struct SseReader {
     /// A line that ended in `\r` at the end of a piece (`start`, `end` in
     /// `raw`): a `\n` at the start of the next piece belongs to it.
     cr_line: Option<(usize, usize)>,
-    /// Nothing has been read yet (a leading BOM is skipped).
+    /// Nothing but a prefix of a BOM has been read yet (a leading BOM is
+    /// skipped).
     at_start: bool,
+    /// Bytes of a leading BOM seen so far (while `at_start`).
+    bom_seen: usize,
     event: Option<String>,
     data: Option<String>,
 }
@@ -78,6 +83,7 @@ impl SseReader {
             line_start: 0,
             cr_line: None,
             at_start: true,
+            bom_seen: 0,
             event: None,
             data: None,
         }
@@ -94,12 +100,27 @@ impl SseReader {
             return Ok(());
         }
         if self.at_start {
-            // Only a whole BOM at the very start is skipped.
-            if let Some(rest) = piece.strip_prefix(b"\xEF\xBB\xBF") {
-                piece = rest;
+            // A BOM at the very start is skipped, also when split across
+            // pieces; the bytes of a partial BOM that turns out not to be
+            // one are read as they came.
+            while self.bom_seen < BOM.len() && piece.first() == Some(&BOM[self.bom_seen]) {
+                self.bom_seen += 1;
+                piece = &piece[1..];
+            }
+            if self.bom_seen < BOM.len() && piece.is_empty() {
+                return Ok(());
             }
             self.at_start = false;
+            if self.bom_seen < BOM.len() {
+                let seen = &BOM[..self.bom_seen];
+                self.read(seen, out)?;
+            }
         }
+        self.read(piece, out)
+    }
+
+    /// Reads a piece after the start of the stream.
+    fn read(&mut self, mut piece: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         if let Some((start, end)) = self.cr_line.take() {
             // The previous piece ended in `\r`: a leading `\n` is part of
             // that line's end.
@@ -136,10 +157,19 @@ impl SseReader {
     }
 
     /// Ends the stream: an event without its final blank line is returned
-    /// as it stands (tolerant of servers that close right after the last
-    /// `data:` line).
+    /// (tolerant of servers that close right after the last `data:` line),
+    /// its raw bytes completed with the blank line, so that what is written
+    /// after it starts a new event instead of running into its last line.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let mut out = Vec::new();
+        if self.at_start {
+            // The stream was a prefix of a BOM: those bytes are its text.
+            self.at_start = false;
+            let seen = &BOM[..self.bom_seen];
+            if !seen.is_empty() && self.read(seen, &mut out).is_err() {
+                return None;
+            }
+        }
         if let Some((start, end)) = self.cr_line.take() {
             self.end_line(start, end, &mut out);
         }
@@ -153,6 +183,13 @@ impl SseReader {
         if self.line_start < self.raw.len() {
             let (start, end) = (self.line_start, self.raw.len());
             self.field(start, end);
+        }
+        // Complete the event with its blank line (the line's end first,
+        // when it has none), so that what follows starts a new event.
+        match self.raw.last() {
+            Some(b'\n') => self.raw.push(b'\n'),
+            Some(b'\r') => self.raw.push(b'\r'),
+            _ => self.raw.extend_from_slice(b"\n\n"),
         }
         Some(self.dispatch())
     }
@@ -212,6 +249,9 @@ impl SseReader {
         }
     }
 }
+
+/// The UTF-8 byte-order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// An event as bytes: `event: NAME` (when given) and one `data:` line.
 /// `data` must not contain a line break (serialized JSON never does).
@@ -278,6 +318,47 @@ mod tests {
         assert_eq!(ev.len(), 2);
         assert_eq!(ev[1].data.as_deref(), Some("[DONE]"));
         assert!(read_all(&[b""], 10).unwrap().is_empty());
+    }
+
+    /// Fuzz findings (docs/fuzzing.md): the last event of a stream that
+    /// ended without its blank line was forwarded as it came, and the
+    /// guard's ending (`data: [DONE]`, an error event) then ran into its
+    /// last line; a BOM split across pieces was read as text.
+    #[test]
+    fn unterminated_last_event_is_completed_and_split_bom_skipped() {
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"data: x", b"data: x\n\n"),
+            (b"data: x\n", b"data: x\n\n"),
+            (b"data: x\r", b"data: x\r\r"),
+            (b"data: x\r\n", b"data: x\r\n\n"),
+            (b": ping", b": ping\n\n"),
+        ];
+        for (stream, raw) in cases {
+            let ev = read_all(&[stream], 1 << 10).unwrap();
+            assert_eq!(ev.len(), 1);
+            assert_eq!(&ev[0].raw[..], raw, "{stream:?}");
+            let again = read_all(&[&ev[0].raw[..], b"data: [DONE]\n\n"], 1 << 10).unwrap();
+            assert_eq!(again.len(), 2, "{stream:?}");
+            assert_eq!(again[1].data.as_deref(), Some("[DONE]"));
+        }
+        let whole = read_all(&[b"\xEF\xBB\xBFdata: a\n\n"], 1 << 10).unwrap();
+        let splits: [&[&[u8]]; 3] = [
+            &[b"\xEF", b"\xBB", b"\xBFdata: a\n\n"],
+            &[b"\xEF\xBB", b"\xBFdata: a\n\n"],
+            &[b"\xEF\xBB\xBF", b"data: a\n\n"],
+        ];
+        for pieces in splits {
+            assert_eq!(read_all(pieces, 1 << 10).unwrap(), whole);
+        }
+        assert_eq!(whole[0].data.as_deref(), Some("a"));
+        // A partial BOM that is not one is text, split or not.
+        let text = read_all(&[b"\xEFdata: a\n\n"], 1 << 10).unwrap();
+        assert_eq!(read_all(&[b"\xEF", b"data: a\n\n"], 1 << 10).unwrap(), text);
+        assert_eq!(&text[0].raw[..], b"\xEFdata: a\n\n");
+        assert_eq!(
+            &read_all(&[b"\xEF\xBB"], 1 << 10).unwrap()[0].raw[..],
+            b"\xEF\xBB\n\n"
+        );
     }
 
     #[test]
