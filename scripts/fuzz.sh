@@ -4,6 +4,7 @@
 #   scripts/fuzz.sh TARGET SECONDS     build TARGET and fuzz it for SECONDS
 #   scripts/fuzz.sh all SECONDS        every target in turn, SECONDS each
 #   scripts/fuzz.sh list               the targets
+#   scripts/fuzz.sh stats TARGET       the figures of TARGET's last run
 #
 # Targets live in fuzz/ (its own cargo workspace; docs/fuzzing.md). Needs
 # cargo-afl: `cargo install cargo-afl && cargo afl config --build`.
@@ -24,8 +25,12 @@ usage() { echo "usage: scripts/fuzz.sh TARGET|all SECONDS  (targets: ${ALL[*]})"
 
 [[ $# -ge 1 ]] || usage
 if [[ $1 == list ]]; then printf '%s\n' "${ALL[@]}"; exit 0; fi
-[[ $# -eq 2 && $2 =~ ^[1-9][0-9]*$ ]] || usage
-TARGET=$1 SECONDS_EACH=$2
+if [[ $1 == stats && $# -eq 2 ]]; then
+    TARGET=$2
+else
+    [[ $# -eq 2 && $2 =~ ^[1-9][0-9]*$ ]] || usage
+    TARGET=$1 SECONDS_EACH=$2
+fi
 
 if ! cargo afl --version >/dev/null 2>&1; then
     echo "fuzz.sh: cargo-afl is missing; install it with \`cargo install cargo-afl && cargo afl config --build\`" >&2
@@ -33,9 +38,21 @@ if ! cargo afl --version >/dev/null 2>&1; then
 fi
 
 features_of() {
-    local t
-    for t in "${EDGE_TARGETS[@]}"; do [[ $1 == "$t" ]] && { echo "--features edges"; return; }; done
-    echo ""
+    case $1 in
+        proxy_sse) echo "--features proxy" ;;
+        server_bodies) echo "--features server" ;;
+        *) echo "" ;;
+    esac
+}
+
+# The server's target links the whole server (the oracle, its index and
+# embedders): it builds in its own directory, so that its long build does
+# not hold the lock of the other targets' builds.
+target_dir_of() {
+    case $1 in
+        server_bodies) echo "$FUZZ/target-server" ;;
+        *) echo "$FUZZ/target" ;;
+    esac
 }
 
 stat_of() { # FILE KEY
@@ -47,12 +64,14 @@ run_one() {
     local known=0 t
     for t in "${ALL[@]}"; do [[ $t == "$target" ]] && known=1; done
     [[ $known == 1 ]] || usage
-    if [[ ${FUZZ_NO_BUILD:-} == 1 && -x $FUZZ/target/release/$target ]]; then
+    local tdir
+    tdir=$(target_dir_of "$target")
+    if [[ ${FUZZ_NO_BUILD:-} == 1 && -x $tdir/release/$target ]]; then
         echo "== $target: FUZZ_NO_BUILD=1, using the binary already built" >&2
     else
         echo "== $target: building" >&2
         # shellcheck disable=SC2046
-        (cd "$FUZZ" && CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" cargo afl build --release --quiet --bin "$target" $(features_of "$target"))
+        (cd "$FUZZ" && CARGO_TARGET_DIR="$tdir" CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" cargo afl build --release --quiet --bin "$target" $(features_of "$target"))
     fi
     local out="$FUZZ/out/$target"
     local input="$FUZZ/corpus/$target"
@@ -61,12 +80,18 @@ run_one() {
     echo "== $target: fuzzing for ${secs}s" >&2
     (cd "$FUZZ" && AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
         AFL_NO_AFFINITY=1 AFL_AUTORESUME=1 \
-        cargo afl fuzz -V "$secs" -t 2000 -i "$input" -o "$out" "target/release/$target" \
+        cargo afl fuzz -V "$secs" -t 2000 -i "$input" -o "$out" "$tdir/release/$target" \
         > "$FUZZ/out/$target.log" 2>&1) || true
+    report "$target"
+}
+
+report() { # TARGET: prints the figures of its last run; 1 when it found something
+    local target=$1
+    local out="$FUZZ/out/$target"
     local stats="$out/default/fuzzer_stats"
     if [[ ! -f $stats ]]; then
         echo "fuzz.sh: $target: no fuzzer_stats; see fuzz/out/$target.log" >&2
-        tail -n 20 "$FUZZ/out/$target.log" >&2
+        tail -n 20 "$FUZZ/out/$target.log" >&2 || true
         return 2
     fi
     local crashes hangs
@@ -83,6 +108,7 @@ run_one() {
 }
 
 mkdir -p "$FUZZ/out"
+if [[ $1 == stats ]]; then report "$TARGET"; exit; fi
 if [[ $TARGET == all ]]; then
     status=0
     for t in "${ALL[@]}"; do run_one "$t" "$SECONDS_EACH" || status=1; done

@@ -2,7 +2,8 @@
 //! fuzzer-chosen split points, then the OpenAI or Anthropic stream guard
 //! (the rewriter) fed its events. Invariants: the reader's events do not
 //! depend on the chunking, and their raw bytes are the input (a leading
-//! BOM aside); the guard never panics, and what it writes is a stream of
+//! BOM aside, the last event completed with its blank line), each ending
+//! on a blank line; the guard never panics, and what it writes is a stream of
 //! well-formed events whose size stays within a small multiple of the
 //! input's. Options (byte 0): bits 0-1 the API (chat, completions,
 //! anthropic, chat with n = 2 and usage), bit 2 exact mode, bit 3 a JSON
@@ -93,9 +94,27 @@ fn check(data: &[u8]) {
         Some(&events),
         "events depend on the chunking"
     );
+    // The raw bytes are the input, the last event completed with its
+    // blank line when the stream ended without one; every event ends on a
+    // blank line.
     let raw: Vec<u8> = events.iter().flat_map(|e| e.raw.iter().copied()).collect();
     let body = payload.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(payload);
-    assert_eq!(raw, body, "the events' raw bytes are not the input");
+    assert!(
+        raw.starts_with(body),
+        "the events' raw bytes are not the input"
+    );
+    assert!(
+        matches!(&raw[body.len()..], b"" | b"\n" | b"\r" | b"\n\n"),
+        "{:?}",
+        &raw[body.len()..]
+    );
+    for e in &events {
+        assert!(
+            ends_event(&e.raw),
+            "an event without its blank line: {:?}",
+            e.raw
+        );
+    }
 
     let mut g = guard(input.flags);
     let mut out: Vec<Bytes> = Vec::new();
@@ -128,7 +147,7 @@ fn check(data: &[u8]) {
             );
         }
     }
-    read(&[&written], usize::MAX).expect("no limit");
+    read(&[written.as_slice()], usize::MAX).expect("no limit");
 }
 
 fn main() {
