@@ -2,7 +2,10 @@
 //! their citations, under a heading that says so plainly.
 
 use crate::language::Language;
-use crate::messages::{extractive_heading, llm_failed_heading, nothing_found};
+use crate::messages::{
+    extractive_heading, llm_failed_heading, loop_cut_heading, nothing_found,
+    nothing_rescued_heading,
+};
 use crate::prompts::truncate_chars;
 use crate::types::{Citation, Passage};
 
@@ -18,6 +21,11 @@ pub enum ExtractiveReason {
     NoLlm,
     /// An LLM is configured but the call failed.
     LlmFailed,
+    /// The model replied, but no answer could be rescued from the reply.
+    NothingRescued,
+    /// The model looped and a guard cut its answer to less than the
+    /// minimum worth showing.
+    LoopCut,
 }
 
 /// An extractive answer: markdown text quoting passages, and their citations.
@@ -54,6 +62,8 @@ pub fn extractive_answer(
     let mut answer = String::from(match reason {
         ExtractiveReason::NoLlm => extractive_heading(lang),
         ExtractiveReason::LlmFailed => llm_failed_heading(lang),
+        ExtractiveReason::NothingRescued => nothing_rescued_heading(lang),
+        ExtractiveReason::LoopCut => loop_cut_heading(lang),
     });
     let lines_word = match lang {
         Language::Es => "líneas",
@@ -127,5 +137,27 @@ mod tests {
         assert!(a.citations.is_empty());
         let a = extractive_answer(&[p(1, "x")], Language::En, ExtractiveReason::LlmFailed);
         assert!(a.answer.starts_with("The configured LLM failed"));
+    }
+
+    #[test]
+    fn each_failure_has_its_own_note() {
+        let ps = [p(1, "x")];
+        let notes: Vec<String> = [
+            ExtractiveReason::NoLlm,
+            ExtractiveReason::LlmFailed,
+            ExtractiveReason::NothingRescued,
+            ExtractiveReason::LoopCut,
+        ]
+        .into_iter()
+        .map(|r| {
+            let a = extractive_answer(&ps, Language::En, r);
+            a.answer.lines().next().unwrap().to_owned()
+        })
+        .collect();
+        for (i, n) in notes.iter().enumerate() {
+            assert!(notes[i + 1..].iter().all(|m| m != n), "{notes:?}");
+        }
+        let a = extractive_answer(&ps, Language::Es, ExtractiveReason::LoopCut);
+        assert!(a.answer.starts_with("El modelo entró en un bucle"));
     }
 }

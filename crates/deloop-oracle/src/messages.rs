@@ -70,6 +70,32 @@ pub fn llm_failed_heading(lang: Language) -> &'static str {
     }
 }
 
+/// The heading of an extractive answer used because nothing usable could
+/// be rescued from the model's reply.
+pub fn nothing_rescued_heading(lang: Language) -> &'static str {
+    match lang {
+        Language::Es => {
+            "No se ha podido leer una respuesta del modelo: estos son los pasajes más relevantes en su lugar."
+        }
+        Language::En => {
+            "No answer could be read from the model's reply: here are the most relevant passages instead."
+        }
+    }
+}
+
+/// The heading of an extractive answer used because the model looped and
+/// a guard cut its answer before anything useful was said.
+pub fn loop_cut_heading(lang: Language) -> &'static str {
+    match lang {
+        Language::Es => {
+            "El modelo entró en un bucle y deloop cortó su respuesta antes de que dijera algo útil: estos son los pasajes más relevantes en su lugar."
+        }
+        Language::En => {
+            "The model looped and deloop cut its answer before it said anything useful: here are the most relevant passages instead."
+        }
+    }
+}
+
 /// The answer when retrieval found nothing and no LLM is configured.
 pub fn nothing_found(lang: Language) -> &'static str {
     match lang {

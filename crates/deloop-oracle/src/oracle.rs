@@ -609,7 +609,18 @@ impl Oracle {
         .await;
         match result {
             Ok(a) => {
-                let s = a.synthesis;
+                let mut s = a.synthesis;
+                // The seed's one-line fallback helps nobody when the
+                // passages that answer the question are at hand: show them,
+                // under a note that says what failed.
+                if let Some(reason) = extractive_after(s.degraded_reason) {
+                    if !passages.is_empty() {
+                        let ex = extractive_answer(passages, r.language, reason);
+                        s.answer = ex.answer;
+                        s.citations = ex.citations;
+                        s.dropped_citations = 0;
+                    }
+                }
                 report.answer = s.answer;
                 report.degraded = s.degraded;
                 report.degraded_reason = s.degraded_reason.map(|r| {
@@ -806,4 +817,15 @@ pub struct SearchReport {
     /// HyDE, when requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hyde: Option<HydeInfo>,
+}
+
+/// The extractive answer that replaces a degraded reply, when passages
+/// were retrieved: a reply with nothing to rescue, or one a loop guard cut
+/// too short. A refusal stays a refusal.
+fn extractive_after(reason: Option<DegradedReason>) -> Option<ExtractiveReason> {
+    match reason? {
+        DegradedReason::NothingRescued => Some(ExtractiveReason::NothingRescued),
+        DegradedReason::LoopTooShort => Some(ExtractiveReason::LoopCut),
+        DegradedReason::Refused => None,
+    }
 }

@@ -434,23 +434,72 @@ fn a_reply_clamped_below_20_chars_degrades_in_the_right_language() {
     assert_eq!(code(&out), 3, "{v}");
     assert_eq!(v["degraded"], true);
     assert_eq!(v["degraded_reason"], "loop_too_short");
-    assert_eq!(
-        v["answer"],
-        "No tengo una respuesta clara. Revisa la documentación."
+    // The passages that answer the question are shown instead of the
+    // seed's one-line fallback, under a note that says what failed.
+    let answer = v["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("El modelo entró en un bucle y deloop cortó su respuesta"),
+        "{v}"
     );
+    assert!(answer.contains("el vigilante lo corta"), "{v}");
+    assert!(!v["citations"].as_array().unwrap().is_empty(), "{v}");
     let (_, v) = ask(
         &env,
         Provider::Gemini(&fake),
         &["--no-stream", "--mode", "tutor", "How do I stop a loop?"],
     );
+    let answer = v["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("The model looped and deloop cut its answer"),
+        "{v}"
+    );
+    assert!(answer.contains("Cancel the stream"), "{v}");
+}
+
+#[test]
+fn a_reply_clamped_too_short_with_nothing_retrieved_keeps_the_modes_fallback() {
+    let env = setup(FAST);
+    let reply = json!({"answer": format!("ok {}", "resak-".repeat(200))}).to_string();
+    let fake = Fake::start(vec![Reply::Json(200, gemini(&reply, "STOP"))]);
+    let (out, v) = ask(
+        &env,
+        Provider::Gemini(&fake),
+        &[
+            "--no-stream",
+            "--mode",
+            "help",
+            "¿Qué es la auditoría suprema?",
+        ],
+    );
+    assert_eq!(code(&out), 3, "{v}");
+    assert_eq!(v["passages"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(
         v["answer"],
-        "I could not put together a good explanation. Could you rephrase the question with more detail?"
+        "No tengo una respuesta clara. Revisa la documentación."
     );
 }
 
 #[test]
-fn nothing_rescued_gives_the_modes_generic_fallback() {
+fn nothing_rescued_with_passages_answers_with_the_passages() {
+    let env = setup(FAST);
+    let fake = Fake::start(vec![Reply::Json(200, gemini("", "STOP"))]);
+    let (out, v) = ask(
+        &env,
+        Provider::Gemini(&fake),
+        &["--no-stream", "How do I cancel a looping stream?"],
+    );
+    assert_eq!(code(&out), 1, "{v}");
+    assert_eq!(v["degraded_reason"], "nothing_rescued");
+    let answer = v["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("No answer could be read from the model's reply"),
+        "{v}"
+    );
+    assert!(answer.contains("Cancel the stream"), "{v}");
+}
+
+#[test]
+fn nothing_rescued_and_nothing_retrieved_gives_the_modes_generic_fallback() {
     let env = setup(FAST);
     let fake = Fake::start(vec![Reply::Json(200, gemini("", "STOP"))]);
     let (out, v) = ask(
@@ -460,6 +509,7 @@ fn nothing_rescued_gives_the_modes_generic_fallback() {
     );
     assert_eq!(code(&out), 1, "{v}");
     assert_eq!(v["degraded_reason"], "nothing_rescued");
+    assert_eq!(v["passages"].as_array().unwrap().len(), 0, "{v}");
     assert_eq!(
         v["answer"],
         "Tu pregunta es muy amplia. Consulta la documentación específica."
