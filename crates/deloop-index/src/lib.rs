@@ -31,7 +31,7 @@ mod search;
 mod stopwords;
 mod store;
 
-pub use backend::{display_location, is_database_url};
+pub use backend::{display_location, is_database_url, unsupported_location};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
     cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, LocalEmbedder,

@@ -108,6 +108,9 @@ impl Index {
     /// Opens an existing index; [`Error::NoIndex`] when there is no file
     /// (or no deloop schema in the database).
     pub fn open_existing(path: &Path) -> Result<Self> {
+        if let Some(problem) = crate::unsupported_location(path) {
+            return Err(Error::BadInput(problem));
+        }
         if is_database_url(path) {
             let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), None)?;
             return Ok(Self::with_backend(Box::new(backend), options, path));
@@ -122,6 +125,9 @@ impl Index {
 
     /// Opens or creates the index at `path`; `options` apply when it is created.
     pub fn open_with(path: &Path, options: IndexOptions) -> Result<Self> {
+        if let Some(problem) = crate::unsupported_location(path) {
+            return Err(Error::BadInput(problem));
+        }
         if is_database_url(path) {
             let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), Some(options))?;
             return Ok(Self::with_backend(Box::new(backend), options, path));

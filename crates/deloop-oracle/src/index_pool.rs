@@ -209,6 +209,9 @@ pub(crate) fn open_index(
     on_note: &dyn Fn(&str),
 ) -> Result<OpenedIndex, OracleError> {
     let deloop_config::DbPath { path: db, explicit } = config.db_path(flag);
+    if let Some(problem) = deloop_index::unsupported_location(&db) {
+        return Err(OracleError::BadRequest(problem));
+    }
     let root = crate::embedded::embedded_root(&db);
     let root = std::fs::canonicalize(&root).ok();
     // A PostgreSQL URL is always named, never built from the embedded docs.

@@ -311,6 +311,32 @@ fn errors_say_what_to_do() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A `--db` that looks like a URL of a scheme deloop does not store
+/// indexes in is refused by every command, naming the scheme and never the
+/// password; no file named after the URL is created.
+#[test]
+fn a_db_url_of_an_unsupported_scheme_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let db = "mysql://me:s3cret@db:3306/deloop";
+    for args in [
+        vec!["index", "--embedder", "none", "-q", "--db", db, "docs"],
+        vec!["search", "--db", db, "loops"],
+        vec!["ask", "--no-llm", "--db", db, "How do I stop a loop?"],
+    ] {
+        let out = deloop(tmp.path(), &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("`mysql://` is not a supported index location"),
+            "{err}"
+        );
+        assert!(err.contains("postgres://"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+    assert!(!tmp.path().join("mysql:").exists());
+}
+
 /// `deloop index`, `search` and `ask` agree on the index path: the config
 /// file's `[index] db` when neither `--db` nor `DELOOP_DB` is given.
 #[test]

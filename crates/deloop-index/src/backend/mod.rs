@@ -31,6 +31,37 @@ pub fn is_database_url(db: &Path) -> bool {
         .is_some_and(|s| POSTGRES_SCHEMES.iter().any(|p| s.starts_with(p)))
 }
 
+/// The error for a `db` that looks like a URL (`scheme://…`) of a scheme
+/// deloop does not store indexes in: without this check `mysql://…` would
+/// silently become a file name. `None` for file paths and PostgreSQL URLs.
+///
+/// ```
+/// use std::path::Path;
+/// let e = deloop_index::unsupported_location(Path::new("mysql://me:pw@db/x")).unwrap();
+/// assert!(e.contains("`mysql://`") && !e.contains("pw"), "{e}");
+/// assert!(deloop_index::unsupported_location(Path::new("postgres://db/x")).is_none());
+/// assert!(deloop_index::unsupported_location(Path::new("dir/index.db")).is_none());
+/// assert!(deloop_index::unsupported_location(Path::new("C:/index.db")).is_none());
+/// ```
+pub fn unsupported_location(db: &Path) -> Option<String> {
+    let s = db.to_str()?;
+    if is_database_url(db) {
+        return None;
+    }
+    let (scheme, _) = s.split_once("://")?;
+    let valid = scheme.len() > 1
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then(|| {
+        format!(
+            "`{scheme}://` is not a supported index location: --db (DELOOP_DB, [index] db) \
+             takes an SQLite file path or a `postgres://USER@HOST:PORT/DB` URL"
+        )
+    })
+}
+
 /// `db` as it may be printed: a database URL without its password (and
 /// without any other `user:password@` secret), a file path as it is.
 ///
