@@ -332,6 +332,18 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// deloop's cache directory: `$XDG_CACHE_HOME/deloop`, else
+/// `~/.cache/deloop`; `None` when neither variable is set. Model files and
+/// `deloop mcp`'s default index live there.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(cache) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(cache).join("deloop"));
+    }
+    std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|home| PathBuf::from(home).join(".cache/deloop"))
+}
+
 /// A local embedder that may be shared between threads.
 pub type LocalEmbedder = Box<dyn Embedder + Send + Sync>;
 

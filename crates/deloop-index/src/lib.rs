@@ -34,8 +34,8 @@ mod store;
 pub use backend::{display_location, is_database_url, unsupported_location};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
-    cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, LocalEmbedder,
-    MiniLm, MINILM_DIR_ENV,
+    cache_dir, cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder,
+    LocalEmbedder, MiniLm, MINILM_DIR_ENV,
 };
 pub use ingest::{IndexStats, Progress};
 pub use onnx::{find_onnx_dir, MiniLmOnnx, ONNX_DIR_ENV};

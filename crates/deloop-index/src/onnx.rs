@@ -271,10 +271,8 @@ pub fn find_onnx_dir(configured: Option<&Path>) -> Result<PathBuf, EmbedError> {
         dir.to_path_buf()
     } else if let Some(dir) = std::env::var_os(ONNX_DIR_ENV).filter(|d| !d.is_empty()) {
         PathBuf::from(dir)
-    } else if let Some(cache) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        PathBuf::from(cache).join("deloop/onnx")
-    } else if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        PathBuf::from(home).join(".cache/deloop/onnx")
+    } else if let Some(cache) = crate::cache_dir() {
+        cache.join("onnx")
     } else {
         return Err(EmbedError::Unavailable(format!(
             "no ONNX directory: HOME is not set; {SETUP_HINT}"

@@ -100,8 +100,29 @@ pub fn build_default_index(
         path: root.display().to_string(),
         source,
     })?;
-    let mut index = deloop_index::Index::open(db)?;
-    let stats = index.index_paths(std::slice::from_ref(&root), embedder, &mut |_| {})?;
+    // Built under a name of its own and renamed into place when complete:
+    // a build that fails or is cancelled (the MCP session ended) leaves no
+    // half-built index at `db` for the next run to trust.
+    let building = building_path(db);
+    let built = (|| {
+        let mut index = deloop_index::Index::open(&building)?;
+        index.index_paths(std::slice::from_ref(&root), embedder, &mut |_| {})
+    })();
+    let stats = match built {
+        Ok(stats) => stats,
+        Err(e) => {
+            remove_sqlite_files(&building);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&building, db).map_err(|source| {
+        remove_sqlite_files(&building);
+        deloop_index::Error::Io {
+            path: db.display().to_string(),
+            source,
+        }
+    })?;
+    let index = deloop_index::Index::open_existing(db)?;
     Ok((
         index,
         DefaultIndex {
@@ -111,6 +132,23 @@ pub fn build_default_index(
             embedder: stats.embedder,
         },
     ))
+}
+
+/// Where the default index at `db` is built before it is renamed into
+/// place: beside it, named for this process.
+fn building_path(db: &std::path::Path) -> std::path::PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".building-{}", std::process::id()));
+    db.with_file_name(name)
+}
+
+/// Removes an SQLite file and its `-wal` and `-shm` companions, if any.
+fn remove_sqlite_files(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 #[cfg(test)]

@@ -199,6 +199,45 @@ pub(crate) struct OpenedIndex {
     pub embedder: Option<QueryEmbedder>,
 }
 
+/// How [`open_index`] finds and builds the default index.
+pub(crate) struct OpenIndexOptions<'a> {
+    /// The default index's location (else `.deloop/index.db`).
+    pub default_db: Option<&'a Path>,
+    /// Stops building the default index when set.
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
+    /// Hears each step as it happens.
+    pub on_note: &'a dyn Fn(&str),
+}
+
+/// An embedder that refuses to embed once `cancel` is set, so that a build
+/// nobody waits for any more stops at its next batch.
+struct Cancellable<'a> {
+    inner: &'a (dyn Embedder + Send + Sync),
+    cancel: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl Embedder for Cancellable<'_> {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, deloop_index::EmbedError> {
+        if self
+            .cancel
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(deloop_index::EmbedError::Unavailable(
+                "building the default index was cancelled: its caller has gone".into(),
+            ));
+        }
+        self.inner.embed(texts)
+    }
+}
+
 /// Opens the index: an explicit path must exist; the default one is built
 /// from the embedded docs when missing, and refreshed when this binary
 /// ships newer docs. `on_note` hears each step as it happens.
@@ -206,9 +245,20 @@ pub(crate) fn open_index(
     config: &Config,
     settings: &Settings,
     flag: Option<&Path>,
-    on_note: &dyn Fn(&str),
+    options: OpenIndexOptions<'_>,
 ) -> Result<OpenedIndex, OracleError> {
-    let deloop_config::DbPath { path: db, explicit } = config.db_path(flag);
+    let OpenIndexOptions {
+        default_db,
+        cancel,
+        on_note,
+    } = options;
+    let deloop_config::DbPath {
+        path: mut db,
+        explicit,
+    } = config.db_path(flag);
+    if let Some(d) = default_db.filter(|_| !explicit) {
+        db = d.to_path_buf();
+    }
     if let Some(problem) = deloop_index::unsupported_location(&db) {
         return Err(OracleError::BadRequest(problem));
     }
@@ -270,8 +320,15 @@ pub(crate) fn open_index(
             e.id()
         ));
     }
+    let cancellable = embedder
+        .as_deref()
+        .map(|inner| Cancellable { inner, cancel });
     let (index, built) =
-        crate::embedded::build_default_index(&db, embedder.as_deref().map(|e| e as &dyn Embedder))?;
+        crate::embedded::build_default_index(&db, cancellable.as_ref().map(|e| e as &dyn Embedder))
+            .map_err(|e| match e {
+                deloop_index::Error::Embed(e) => OracleError::Embedder(e.to_string()),
+                e => e.into(),
+            })?;
     let how = if built.embedder == "none" {
         "lexical search only (MiniLM model files not found: run scripts/setup-model.sh for vectors)"
             .to_string()

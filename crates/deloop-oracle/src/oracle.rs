@@ -102,6 +102,15 @@ pub struct OpenOptions<'a> {
     /// default index; the first build can take a while). Default: logged at
     /// `info`.
     pub on_note: Option<&'a dyn Fn(&str)>,
+    /// Where the default index lives when none is named (no `--db`,
+    /// `DELOOP_DB` or `[index] db`). Default: `.deloop/index.db` in the
+    /// working directory. `deloop mcp` puts it in the user's cache: an MCP
+    /// client starts it in any directory.
+    pub default_db: Option<&'a Path>,
+    /// Set from another thread to stop building the default index (the
+    /// caller no longer needs it); the build then fails with
+    /// [`OracleError::Embedder`] and leaves no index behind.
+    pub cancel: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
 /// The library oracle, ready to answer many questions at once.
@@ -274,7 +283,16 @@ impl Oracle {
         };
         let log_note = |note: &str| tracing::info!(%note, "opening the oracle");
         let on_note = options.on_note.unwrap_or(&log_note);
-        let opened = open_index(config, &settings, db, on_note)?;
+        let opened = open_index(
+            config,
+            &settings,
+            db,
+            crate::index_pool::OpenIndexOptions {
+                default_db: options.default_db,
+                cancel: options.cancel,
+                on_note,
+            },
+        )?;
         let embedder = OnceLock::new();
         if let Some(e) = opened.embedder {
             let _ = embedder.set(e);

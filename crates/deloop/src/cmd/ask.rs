@@ -123,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         OpenOptions {
             extractive_only: args.no_llm,
             on_note: Some(&on_note),
+            ..OpenOptions::default()
         },
     )
     .map_err(cli_error)?;

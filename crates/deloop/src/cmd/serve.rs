@@ -1,6 +1,8 @@
 //! `deloop serve`: deloop over HTTP (see docs/server.md).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::exit::{BadInput, Exit};
 use deloop_config::Config;
@@ -144,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         // Why the server stopped: the oracle's failure, if that was the cause.
         let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
         let slot = std::sync::Arc::clone(&failure);
-        open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        open_oracle(config.clone(), args.db, state.clone(), failed_tx, OraclePlace::default());
         let shutdown = async move {
             tokio::select! {
                 () = deloop_http::serve::shutdown_signal() => {}
@@ -206,6 +208,7 @@ fn open_oracle(
     db: Option<PathBuf>,
     state: deloop_server::AppState,
     failed: tokio::sync::oneshot::Sender<anyhow::Error>,
+    place: OraclePlace,
 ) {
     tokio::task::spawn_blocking(move || {
         let on_note = |note: &str| tracing::info!(%note, "opening the index");
@@ -215,6 +218,8 @@ fn open_oracle(
             deloop_oracle::OpenOptions {
                 extractive_only: false,
                 on_note: Some(&on_note),
+                default_db: place.default_db.as_deref(),
+                cancel: place.cancel.as_deref(),
             },
         );
         match opened {
@@ -237,6 +242,15 @@ fn open_oracle(
             }
         }
     });
+}
+
+/// Where [`open_oracle`] builds a missing default index, and how to stop it.
+#[derive(Default)]
+struct OraclePlace {
+    /// The default index's location (else `.deloop/index.db`).
+    default_db: Option<PathBuf>,
+    /// Set when nobody waits for the index any more.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 fn state_keys(config: &Config) -> bool {
@@ -292,10 +306,21 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
         // is open (until then they say so). A failure to open is logged and
         // `ask` reports it; the guard tools keep working.
         let (failed_tx, _failed_rx) = tokio::sync::oneshot::channel();
-        open_oracle(config.clone(), args.db, state.clone(), failed_tx);
+        // An MCP client starts `deloop mcp` in any directory: the default
+        // index goes to the user's cache, never the client's directory, and
+        // a build still running when the session ends is cancelled (it
+        // leaves nothing behind).
+        let cancel = Arc::new(AtomicBool::new(false));
+        let place = OraclePlace {
+            default_db: deloop_index::cache_dir().map(|c| c.join("mcp/index.db")),
+            cancel: Some(cancel.clone()),
+        };
+        open_oracle(config.clone(), args.db, state.clone(), failed_tx, place);
         let tools = deloop_server::oracle::OracleTools::new(state.clone());
         let server = deloop_server::McpServer::new(state).with_ask(std::sync::Arc::new(tools));
-        deloop_server::mcp::serve_stdio_with(server).await
+        let served = deloop_server::mcp::serve_stdio_with(server).await;
+        cancel.store(true, Ordering::Relaxed);
+        served
     })?;
     Ok(Exit::Ok)
 }
