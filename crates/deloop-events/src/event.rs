@@ -199,7 +199,12 @@ impl GuardEvent {
             self.message.as_ref(),
             self.call_id.as_ref(),
         ];
-        std::mem::size_of::<Self>() + strings.into_iter().flatten().map(String::len).sum::<usize>()
+        std::mem::size_of::<Self>()
+            + strings
+                .into_iter()
+                .flatten()
+                .map(String::len)
+                .sum::<usize>()
     }
 }
 

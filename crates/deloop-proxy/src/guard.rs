@@ -73,6 +73,15 @@ pub struct CutRecord {
     pub saved_chars: usize,
     /// Where the loop was.
     pub channel: Channel,
+    /// The loop's period, for the console (not sent to the client).
+    #[serde(skip)]
+    pub period: usize,
+    /// One copy of the repeated unit, for the console.
+    #[serde(skip)]
+    pub unit: String,
+    /// The text forwarded just before the cut, for the console.
+    #[serde(skip)]
+    pub context: String,
 }
 
 /// What to forward of one delta.
@@ -97,7 +106,12 @@ pub(crate) struct Watched {
     offset: usize,
     /// The text forwarded so far ends in white space.
     ends_in_space: bool,
+    /// The last [`CONTEXT_BYTES`] forwarded, the context of a cut.
+    tail: String,
 }
+
+/// Bytes of forwarded text a cut record carries as its context.
+const CONTEXT_BYTES: usize = 600;
 
 impl Watched {
     pub fn new(settings: &StreamSettings, channel: Channel) -> Self {
@@ -108,6 +122,7 @@ impl Watched {
             exact: settings.exact,
             offset: 0,
             ends_in_space: false,
+            tail: String::new(),
         }
     }
 
@@ -159,6 +174,18 @@ impl Watched {
         cut: Option<(CutRecord, String)>,
         json: Option<&mut JsonTrack>,
     ) -> Fed {
+        self.tail.push_str(&text);
+        if self.tail.len() > 2 * CONTEXT_BYTES {
+            let mut from = self.tail.len() - CONTEXT_BYTES;
+            while !self.tail.is_char_boundary(from) {
+                from += 1;
+            }
+            self.tail.drain(..from);
+        }
+        let cut = cut.map(|(mut r, tail)| {
+            r.context = self.tail.clone();
+            (r, tail)
+        });
         let json = json.filter(|_| self.channel == Channel::Content);
         match json {
             Some(track) => {
@@ -203,6 +230,9 @@ fn record(c: &deloop_core::repetition::GuardedCut, channel: Channel, offset: usi
         start: offset + c.start,
         saved_chars: c.saved_chars,
         channel,
+        period: c.report().period,
+        unit: c.report().unit.clone(),
+        context: String::new(),
     }
 }
 

@@ -37,6 +37,7 @@
 
 pub mod anthropic_stream;
 pub mod api;
+pub mod feed;
 pub mod guard;
 pub mod json_closer;
 pub mod json_reply;

@@ -74,6 +74,7 @@ pub struct GuardedRelay {
     done: bool,
     tools: Option<ToolStream>,
     passed: Vec<SseEvent>,
+    feed: Option<crate::feed::Feed>,
 }
 
 impl GuardedRelay {
@@ -98,7 +99,14 @@ impl GuardedRelay {
             done: false,
             tools: None,
             passed: Vec::new(),
+            feed: None,
         }
+    }
+
+    /// Publishes the relay's cuts and tool-call loops on `feed`.
+    pub fn with_feed(mut self, feed: Option<crate::feed::Feed>) -> Self {
+        self.feed = feed;
+        self
     }
 
     /// Judges the reply's tool calls with this layer before the text
@@ -207,6 +215,9 @@ impl GuardedRelay {
                     f.action,
                     self.metrics.as_deref(),
                 );
+                if let Some(feed) = &self.feed {
+                    feed.tool_loop("reply", &f.tool, &f.verdict, f.action);
+                }
             }
         }
         let cuts = self.guard.take_cuts();
@@ -224,6 +235,9 @@ impl GuardedRelay {
                     .and_then(|v| v.as_str().map(String::from))
                     .unwrap_or_default();
                 m.loop_cut("proxy", &detector, c.saved_chars as u64);
+            }
+            if let Some(feed) = &self.feed {
+                feed.cut(&c);
             }
         }
     }

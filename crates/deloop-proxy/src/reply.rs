@@ -64,6 +64,19 @@ fn clamp_text(text: &str, config: &ClampConfig, channel: Channel) -> Option<(Str
             start: report.start,
             saved_chars,
             channel,
+            period: report.period,
+            unit: report.unit.clone(),
+            context: {
+                let mut from = report.start.saturating_sub(300).min(text.len());
+                while !text.is_char_boundary(from) {
+                    from -= 1;
+                }
+                let mut to = report.start.saturating_add(300).min(text.len());
+                while !text.is_char_boundary(to) {
+                    to += 1;
+                }
+                text[from..to].to_string()
+            },
         },
     ))
 }

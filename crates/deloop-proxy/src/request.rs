@@ -16,6 +16,8 @@ pub struct RequestInfo {
     pub include_usage: bool,
     /// `response_format` when it asks for JSON.
     pub json: Option<JsonFormat>,
+    /// The model asked for (shown in the console's Live feed).
+    pub model: Option<String>,
 }
 
 /// A `response_format` that asks for JSON.
@@ -38,6 +40,8 @@ struct Raw {
     stream_options: Option<Value>,
     #[serde(default)]
     response_format: Option<Value>,
+    #[serde(default)]
+    model: Option<Value>,
 }
 
 /// Reads the guard's fields from a request body; `None` when the body is
@@ -89,6 +93,11 @@ pub fn read(body: &[u8]) -> Option<RequestInfo> {
         n,
         include_usage,
         json,
+        model: raw
+            .model
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(|m| m.chars().take(200).collect()),
     })
 }
 
@@ -105,7 +114,8 @@ mod tests {
                 stream: false,
                 n: 1,
                 include_usage: false,
-                json: None
+                json: None,
+                model: Some("m".into()),
             }
         );
         let i = read(

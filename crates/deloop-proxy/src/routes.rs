@@ -132,6 +132,9 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         Ok((out, found)) => {
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));
+                if let Some(feed) = state.feed(v.get("model").and_then(|m| m.as_str())) {
+                    feed.tool_loop(source, &tool, &verdict, done);
+                }
             }
             axum::Json(out).into_response()
         }
@@ -341,6 +344,9 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
                     done,
                     Some(state.metrics()),
                 );
+                if let Some(feed) = state.feed(info.as_ref().and_then(|i| i.model.as_deref())) {
+                    feed.tool_loop("history", &round.tool, &round.verdict, done);
+                }
                 marks.header("x-deloop-history-loop", round.verdict.level.as_str());
                 if let Some(d) = round.verdict.detector {
                     marks.header("x-deloop-history-loop-detector", d.as_str());
@@ -562,7 +568,8 @@ fn guarded_stream(
         s.max_event_bytes,
         s.idle_timeout(),
         Some(state.metrics().clone()),
-    );
+    )
+    .with_feed(state.feed(info.model.as_deref()));
     let relay = match tools {
         Some(t) => relay.with_tools(ToolStream::new(route.api(), t.judge, t.history, t.block)),
         None => relay,
@@ -630,6 +637,19 @@ async fn guarded_reply(
             .metrics()
             .loop_cut("proxy", &detector, c.saved_chars as u64);
     }
+    let feed = state.feed(info.model.as_deref());
+    if let Some(feed) = &feed {
+        for c in &guarded.cuts {
+            feed.cut(c);
+        }
+        if guarded
+            .headers
+            .iter()
+            .any(|(k, v)| *k == "x-deloop-json" && v == "repaired")
+        {
+            feed.json_rescue("the reply was repaired into valid JSON");
+        }
+    }
     let mut rewritten = guarded.body.is_some();
     let mut body: Bytes = guarded.body.unwrap_or(body);
     if let Some(t) = tools {
@@ -646,6 +666,9 @@ async fn guarded_reply(
                 f.action,
                 Some(state.metrics()),
             );
+            if let Some(feed) = &feed {
+                feed.tool_loop("reply", &f.tool, &f.verdict, f.action);
+            }
             marks.action(f.action);
         }
         for (name, value) in judged.headers() {

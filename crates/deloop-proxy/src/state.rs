@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub replays: Arc<Semaphore>,
     /// The histories of LiteLLM guardrail requests, for their responses.
     pub recent: Arc<crate::litellm::RecentHistories>,
+    /// The console's bus of guard decisions, when one listens.
+    pub events: Option<Arc<deloop_events::EventBus>>,
 }
 
 impl ProxyState {
@@ -77,7 +79,24 @@ impl ProxyState {
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             )),
             recent: Arc::default(),
+            events: None,
         })))
+    }
+
+    /// This proxy, publishing what it decides on `bus` (the console's
+    /// Live page; `deloop serve` passes the server's bus).
+    pub fn with_events(self, bus: Arc<deloop_events::EventBus>) -> Self {
+        let mut inner = (*self.0).clone();
+        inner.events = Some(bus);
+        ProxyState(Arc::new(inner))
+    }
+
+    /// The feed of a request for `model`, when a bus listens.
+    pub(crate) fn feed(&self, model: Option<&str>) -> Option<crate::feed::Feed> {
+        self.0
+            .events
+            .as_ref()
+            .map(|b| crate::feed::Feed::new(b.clone(), model.map(str::to_string)))
     }
 
     /// The tool-loop action and judge, when the check is on.

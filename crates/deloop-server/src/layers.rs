@@ -17,8 +17,18 @@ pub fn is_open_path(path: &str) -> bool {
 }
 
 /// Bearer-token auth: 401 without a key, 403 with a wrong one.
+///
+/// The console's pages (`/ui/…`) log in on their own; a request from a
+/// logged-in console (its session cookie, and for anything but a read its
+/// CSRF header) needs no bearer key.
 pub async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if state.0.keys.is_empty() || is_open_path(req.uri().path()) {
+    let path = req.uri().path();
+    if state.0.keys.is_empty() || is_open_path(path) || deloop_console::is_console_path(path) {
+        return next.run(req).await;
+    }
+    if !req.headers().contains_key(header::AUTHORIZATION)
+        && state.console().admits_api(req.method(), req.headers())
+    {
         return next.run(req).await;
     }
     let presented = req
@@ -52,8 +62,11 @@ pub async fn auth(State(state): State<AppState>, req: Request, next: Next) -> Re
 /// so a body that trickles in cannot hold a permit longer) and the
 /// whole-request deadline (408) up to the response head. A streamed body keeps its permit until it
 /// ends; streams are governed by their own idle timeout.
+///
+/// The console's live feed is outside both: it is open as long as its
+/// page, and its own limit bounds how many are open.
 pub async fn limits(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if is_open_path(req.uri().path()) {
+    if is_open_path(req.uri().path()) || req.uri().path() == "/ui/live/feed" {
         return next.run(req).await;
     }
     let Ok(permit) = state.0.permits.clone().try_acquire_owned() else {

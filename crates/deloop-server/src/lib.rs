@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod console;
 pub mod error;
 pub mod layers;
 pub mod mcp;
@@ -103,6 +104,7 @@ pub fn router_and_document(state: AppState) -> (Router, utoipa::openapi::OpenApi
     let cors = cors_layer(&settings.cors_origins);
     let max_body = settings.max_body_bytes;
     let mut app = api
+        .merge(console::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             layers::limits,

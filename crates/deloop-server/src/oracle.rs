@@ -219,5 +219,20 @@ pub fn record_cut(state: &AppState, report: &deloop_oracle::AskReport) {
             report.loop_detector.as_deref().unwrap_or("unknown"),
             report.saved_chars as u64,
         );
+        publish_cut(
+            state,
+            report.loop_detector.as_deref().unwrap_or("unknown"),
+            report.saved_chars as u64,
+            Some(report.model.as_str()),
+        );
     }
+}
+
+/// Publishes a cut of the oracle's stream watcher on the event bus.
+pub fn publish_cut(state: &AppState, detector: &str, saved_chars: u64, model: Option<&str>) {
+    let mut ev = deloop_events::GuardEvent::new(deloop_events::EventKind::TextCut, "oracle")
+        .with_saved(saved_chars);
+    ev.detector = Some(detector.to_string());
+    ev.model = model.map(str::to_string);
+    state.events().publish(ev);
 }

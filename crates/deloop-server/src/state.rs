@@ -3,7 +3,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use axum::extract::FromRef;
+use deloop_console::Console;
 use deloop_core::repetition::ClampConfig;
+use deloop_events::EventBus;
 use deloop_oracle::Oracle;
 use tokio::sync::Semaphore;
 
@@ -29,6 +32,10 @@ pub(crate) struct Inner {
     /// `Some` when this server answers `/api/*` and the MCP `ask` tool;
     /// the oracle is set once it has opened.
     pub oracle: Option<OnceLock<Result<Oracle, String>>>,
+    /// The guard decisions the console's Live page shows.
+    pub events: Arc<EventBus>,
+    /// The web console: its logins and navigation.
+    pub console: Console,
 }
 
 impl std::fmt::Debug for AppState {
@@ -51,6 +58,8 @@ impl AppState {
         keys: ApiKeys,
     ) -> Self {
         let permits = Arc::new(Semaphore::new(settings.concurrency_limit));
+        let events = Arc::new(EventBus::default());
+        let console = crate::console::console(events.clone(), keys.clone());
         AppState(Arc::new(Inner {
             settings,
             clamp,
@@ -61,6 +70,8 @@ impl AppState {
             permits,
             ready: AtomicBool::new(false),
             oracle: None,
+            events,
+            console,
         }))
     }
 
@@ -81,6 +92,8 @@ impl AppState {
             permits: i.permits.clone(),
             ready: AtomicBool::new(false),
             oracle: Some(OnceLock::new()),
+            events: i.events.clone(),
+            console: i.console.clone(),
         }))
     }
 
@@ -140,6 +153,17 @@ impl AppState {
         &self.0.sessions
     }
 
+    /// The bus of guard decisions (the console's Live page); `deloop
+    /// serve` hands it to the proxy it mounts.
+    pub fn events(&self) -> &Arc<EventBus> {
+        &self.0.events
+    }
+
+    /// The web console.
+    pub fn console(&self) -> &Console {
+        &self.0.console
+    }
+
     /// Marks the server ready (`/readyz` answers 200).
     pub fn set_ready(&self) {
         self.0.ready.store(true, Ordering::Release);
@@ -148,5 +172,11 @@ impl AppState {
     /// Whether the server is ready.
     pub fn is_ready(&self) -> bool {
         self.0.ready.load(Ordering::Acquire)
+    }
+}
+
+impl FromRef<AppState> for Console {
+    fn from_ref(state: &AppState) -> Console {
+        state.0.console.clone()
     }
 }

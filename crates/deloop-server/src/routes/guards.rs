@@ -12,6 +12,8 @@ use deloop_render::check::{CheckError, CheckOptions};
 use serde::Deserialize;
 use serde_json::Value;
 
+use deloop_events::{EventKind, GuardEvent};
+
 use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::openapi::{BadRequest, PayloadTooLarge, Unprocessable, UnsupportedMediaType};
 use crate::state::AppState;
@@ -136,14 +138,53 @@ pub async fn clamp_text(
 pub async fn clamp_value(state: &AppState, req: ClampRequest) -> Result<Value, ApiError> {
     let config = clamp_config(state, req.config)?;
     let text = req.text;
+    // The text around a cut, for the console's Live page.
+    let text_for_event = text.clone();
     let out = off_runtime("clamp", move || clamp(&text, &config)).await?;
     if let Some(r) = out.report() {
         let saved = r.removed_bytes as u64;
         state
             .metrics()
             .loop_cut("clamp", &format!("{:?}", r.detector), saved);
+        let mut ev = GuardEvent::new(EventKind::TextCut, "clamp").with_saved(saved);
+        ev.detector = Some(snake(&r.detector));
+        ev.period = Some(r.period);
+        ev.unit = Some(r.unit.clone());
+        ev.context = Some(around(&text_for_event, r.start));
+        state.events().publish(ev);
     }
     Ok(deloop_render::clamp::json_value(&out))
+}
+
+/// Up to 300 bytes before `at` and 300 after (on character boundaries).
+fn around(text: &str, at: usize) -> String {
+    let mut a = at.saturating_sub(300).min(text.len());
+    while !text.is_char_boundary(a) {
+        a -= 1;
+    }
+    let mut b = at.saturating_add(300).min(text.len());
+    while !text.is_char_boundary(b) {
+        b += 1;
+    }
+    text[a..b].to_string()
+}
+
+/// A value's snake_case name, as it serialises.
+fn snake(v: &impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn publish_rescue(state: &AppState, what: &str, repairs: &[String]) {
+    let mut ev = GuardEvent::new(EventKind::JsonRescue, "api");
+    ev.message = Some(if repairs.is_empty() {
+        format!("{what}: valid as sent")
+    } else {
+        format!("{what}: {}", repairs.join(", "))
+    });
+    state.events().publish(ev);
 }
 
 /// Runs a guard's CPU-bound work on the blocking pool, so a large input does
@@ -202,11 +243,11 @@ pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value,
     };
     let out = off_runtime("rescue", move || rescue_with(&req.text, &req.key, &opts)).await?;
     match out {
-        Ok(r) => Ok(deloop_render::rescue::report_value(
-            Some(&r.value),
-            &r.repairs,
-            None,
-        )),
+        Ok(r) => Ok({
+            let repairs: Vec<String> = r.repairs.iter().map(snake).collect();
+            publish_rescue(state, "rescue", &repairs);
+            deloop_render::rescue::report_value(Some(&r.value), &r.repairs, None)
+        }),
         Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
         Err(e) => Ok(deloop_render::rescue::report_value(
             None,
@@ -258,7 +299,11 @@ pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value,
     };
     let out = off_runtime("repair", move || repair_with(&req.text, &opts)).await?;
     match out {
-        Ok(r) => Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs)),
+        Ok(r) => {
+            let repairs: Vec<String> = r.repairs.iter().map(snake).collect();
+            publish_rescue(state, "repair", &repairs);
+            Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs))
+        }
         Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
         Err(e) => Err(ApiError::unprocessable(format!(
             "{e}: the text holds no JSON value to repair"

@@ -192,6 +192,12 @@ fn events(
                         state
                             .metrics()
                             .loop_cut("oracle", &cut.detector, cut.saved_chars as u64);
+                        crate::oracle::publish_cut(
+                            &state,
+                            &cut.detector,
+                            cut.saved_chars as u64,
+                            None,
+                        );
                     }
                     let end = matches!(ev, AskEvent::Done(_) | AskEvent::Error(_));
                     let event = sse_event(&ev);

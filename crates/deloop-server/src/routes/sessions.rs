@@ -5,6 +5,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use deloop_events::{EventKind, GuardEvent};
+
 use crate::error::{ApiError, ApiJson};
 use crate::openapi::{
     BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable, UnsupportedMediaType,
@@ -48,7 +50,20 @@ pub async fn call(
     Path(session): Path<String>,
     ApiJson(body): ApiJson<CallInput>,
 ) -> Result<ApiJson<VerdictOut>, ApiError> {
-    Ok(ApiJson(state.sessions().call(&session, body).await?))
+    let tool = body.tool.clone();
+    let args = serde_json::to_string(&body.args).unwrap_or_default();
+    let v = state.sessions().call(&session, body).await?;
+    let mut ev = GuardEvent::new(EventKind::SessionCall, "sessions");
+    ev.session = Some(session);
+    ev.tool = Some(tool);
+    ev.args = Some(args);
+    ev.level = Some(v.level.clone());
+    ev.detector = v.detector.clone();
+    ev.message = Some(v.message.clone()).filter(|m| !m.is_empty());
+    ev.index = Some(v.index);
+    ev.call_id = Some(v.id.clone());
+    state.events().publish(ev);
+    Ok(ApiJson(v))
 }
 
 /// `POST /v1/sessions/{session}/results`: attaches a result to its call.
@@ -79,7 +94,20 @@ pub async fn result(
 ) -> Result<ApiJson<ResultOut>, ApiError> {
     // The store checks the body (one of `result` and `error`, a way to
     // find the call, field caps) before anything is stored: a 400.
-    Ok(ApiJson(state.sessions().result(&session, body).await?))
+    let status = if body.error.is_some() { "error" } else { "ok" };
+    let call_id = body.id.clone();
+    let out = state.sessions().result(&session, body).await?;
+    let mut ev = GuardEvent::new(EventKind::SessionResult, "sessions");
+    ev.session = Some(session);
+    ev.status = Some(status.to_string());
+    ev.index = out.index;
+    ev.call_id = out.verdict.as_ref().map(|v| v.id.clone()).or(call_id);
+    if let Some(v) = &out.verdict {
+        ev.level = Some(v.level.clone());
+        ev.detector = v.detector.clone();
+    }
+    state.events().publish(ev);
+    Ok(ApiJson(out))
 }
 
 /// `POST /v1/sessions/{session}/compaction`: records a context compaction.

@@ -56,8 +56,18 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     })?;
     let addr = config.proxy.listen_addr().map_err(bad)?;
     super::serve::init_logging(&config.proxy.log_format);
-    let state = state(&config, Arc::new(Metrics::new()))?;
+    let bus = Arc::new(deloop_events::EventBus::default());
+    let state = state(&config, Arc::new(Metrics::new()))?.with_events(bus.clone());
     let auth = state.has_keys();
+    // The console's Live page at /ui/, behind the proxy's own keys.
+    let list = std::env::var("DELOOP_API_KEYS").ok();
+    let keys = ApiKeys::load(
+        list.as_deref(),
+        config.proxy.api_keys_file.as_deref(),
+        "proxy.api_keys_file",
+    )
+    .map_err(|e| BadInput(e.to_string()))?;
+    let console = deloop_console::Console::live_only(bus, keys);
     let grace = config.proxy.shutdown_grace();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -74,7 +84,11 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             state.upstream_url()
         );
         tracing::info!(%local, upstream = state.upstream_url(), auth, "proxying");
-        deloop_proxy::serve(listener, state, deloop_http::serve::shutdown_signal(), grace).await?;
+        let app = deloop_console::router::<deloop_console::Console>()
+            .with_state(console)
+            .fallback_service(deloop_proxy::router(state));
+        deloop_http::serve::serve_app(listener, app, grace, deloop_http::serve::shutdown_signal())
+            .await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)

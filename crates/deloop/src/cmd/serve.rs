@@ -196,7 +196,10 @@ fn mounted_proxy(
     if config.proxy.upstream.trim().is_empty() {
         return Ok(None);
     }
-    super::proxy::state(config, state.metrics().clone()).map(Some)
+    // The proxy's decisions go to the server's bus: the console's Live
+    // page shows the proxied traffic of this process.
+    super::proxy::state(config, state.metrics().clone())
+        .map(|p| Some(p.with_events(state.events().clone())))
 }
 
 /// Opens the oracle off the async threads (SQLite; the first start builds

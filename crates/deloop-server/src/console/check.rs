@@ -1,0 +1,223 @@
+//! Check: a pasted or uploaded transcript, judged by `deloop check`'s own
+//! replay, shown as a timeline with the loop spans, and as the JSON lines
+//! `deloop check --json` prints.
+
+use axum::extract::State;
+use axum::response::{Html, Response};
+use axum::Form;
+use deloop_console::page::layout;
+use deloop_console::{ConsoleUser, Notice};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::routes::guards::{check_options, CheckQuery};
+use crate::state::AppState;
+
+/// Output kept of one check (the verdict lines); past it the replay stops
+/// with an error naming the limit.
+const MAX_OUTPUT_BYTES: usize = 32 << 20;
+
+/// The check form.
+#[derive(Debug, Default, Deserialize)]
+pub struct CheckForm {
+    csrf: String,
+    #[serde(default)]
+    transcript: String,
+    #[serde(default)]
+    format: String,
+    #[serde(default)]
+    profile: String,
+}
+
+fn form(f: &CheckForm, user: &ConsoleUser) -> Markup {
+    let format = if f.format.is_empty() {
+        "auto"
+    } else {
+        f.format.as_str()
+    };
+    html! {
+        form id="check" method="post" action="/ui/check" {
+            input type="hidden" name="csrf" value=(user.csrf);
+            label for="file" { "Upload a transcript" }
+            input id="file" type="file" accept=".jsonl,.json,.ndjson,.txt,application/json";
+            p.hint id="file-status" role="status" { "Or paste it below: deloop's events as JSON lines, or OpenAI or Anthropic messages." }
+            label for="transcript" { "Transcript" }
+            textarea id="transcript" name="transcript" required { (f.transcript) }
+            div.row {
+                div { label for="format" { "Format" }
+                    select id="format" name="format" {
+                        @for name in ["auto", "events", "openai", "anthropic"] {
+                            option value=(name) selected[format == name] { (name) }
+                        }
+                    }
+                }
+                div { label for="profile" { "Profile" }
+                    select id="profile" name="profile" {
+                        option value="" selected[f.profile.is_empty()] { "server's" }
+                        @for name in ["default", "openclaw", "strict"] {
+                            option value=(name) selected[f.profile == name] { (name) }
+                        }
+                    }
+                }
+                div { button type="submit" { "Check" } }
+            }
+        }
+    }
+}
+
+struct Limited(Vec<u8>);
+
+impl std::io::Write for Limited {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + data.len() > MAX_OUTPUT_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the verdicts are longer than {} MiB; check this transcript with `deloop check`",
+                MAX_OUTPUT_BYTES >> 20
+            )));
+        }
+        self.0.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The verdict lines and summary of a check, drawn.
+fn verdicts(lines: &str) -> Markup {
+    let parsed: Vec<Value> = lines
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let calls: Vec<&Value> = parsed.iter().filter(|v| v.get("index").is_some()).collect();
+    let summary = parsed.iter().find_map(|v| v.get("summary"));
+    // Loop spans: runs of consecutive calls above `ok`.
+    let level = |v: &Value| {
+        v.get("level")
+            .and_then(Value::as_str)
+            .unwrap_or("ok")
+            .to_string()
+    };
+    let mut span_start = vec![None; calls.len()];
+    let mut i = 0;
+    while i < calls.len() {
+        if level(calls[i]) == "ok" {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < calls.len() && level(calls[i]) != "ok" {
+            i += 1;
+        }
+        span_start[start] = Some(i - start);
+    }
+    html! {
+        @if let Some(s) = summary {
+            p.summary id="check-summary" {
+                (s.get("calls").and_then(Value::as_u64).unwrap_or(0)) " calls, "
+                (s.get("warnings").and_then(Value::as_u64).unwrap_or(0)) " warnings, "
+                (s.get("criticals").and_then(Value::as_u64).unwrap_or(0)) " criticals"
+                @if let Some(t) = s.get("terminate_at").and_then(Value::as_u64) { "; the run should end at call #" (t) }
+                "."
+            }
+        }
+        table id="check-timeline" {
+            caption { "Calls in transcript order; a bar marks each loop span." }
+            thead { tr { th scope="col" { "#" } th scope="col" { "Loop" } th scope="col" { "Tool" } th scope="col" { "Level" } th scope="col" { "Detector" } th scope="col" { "Message" } } }
+            tbody {
+                @for (n, c) in calls.iter().enumerate() {
+                    @let lv = level(c);
+                    tr.(if lv == "critical" { "loop" } else if lv == "warning" { "warning" } else { "" }) data-level=(lv) {
+                        td { (c.get("index").and_then(Value::as_u64).unwrap_or(0)) }
+                        td {
+                            @if let Some(len) = span_start[n] {
+                                span.span-bar style=(format!("width:{}rem", (len as f64 * 0.6).min(20.0))) aria-hidden="true" {}
+                                " " span.hint { "loop of " (len) }
+                            }
+                        }
+                        td { code { (c.get("tool").and_then(Value::as_str).unwrap_or("")) } }
+                        td { (lv) }
+                        td { (c.get("detector").and_then(Value::as_str).unwrap_or("")) }
+                        td { (c.get("message").and_then(Value::as_str).unwrap_or("")) }
+                    }
+                }
+            }
+        }
+        details {
+            summary { "The lines of " code { "deloop check --json" } }
+            pre id="check-json" { (lines) }
+        }
+    }
+}
+
+fn render(
+    user: &ConsoleUser,
+    f: &CheckForm,
+    result: Option<Markup>,
+    notice: Option<Notice>,
+) -> Html<String> {
+    let body = html! {
+        @if let Some(n) = notice { (n) }
+        (form(f, user))
+        @if let Some(r) = result { h2 { "Verdicts" } (r) }
+    };
+    Html(
+        layout(
+            super::NAV,
+            "Check",
+            "Check",
+            user,
+            &["console.js", "check.js"],
+            body,
+        )
+        .into_string(),
+    )
+}
+
+/// `GET /ui/check`.
+pub async fn page(user: ConsoleUser) -> Html<String> {
+    render(&user, &CheckForm::default(), None, None)
+}
+
+/// `POST /ui/check`: replays the transcript with `deloop check`'s flow.
+pub async fn run(
+    State(state): State<AppState>,
+    user: ConsoleUser,
+    Form(f): Form<CheckForm>,
+) -> Result<Html<String>, Response> {
+    user.verify(&f.csrf)?;
+    let q = CheckQuery {
+        format: Some(f.format.clone()).filter(|s| !s.is_empty()),
+        profile: Some(f.profile.clone()).filter(|s| !s.is_empty()),
+    };
+    let options = match check_options(&state, &q) {
+        Ok(o) => o,
+        Err(e) => return Ok(render(&user, &f, None, Some(Notice::Error(format!("field {e}"))))),
+    };
+    let text = f.transcript.clone();
+    let ran = tokio::task::spawn_blocking(move || {
+        let mut out = Limited(Vec::new());
+        let res =
+            deloop_render::check::run(std::io::Cursor::new(text.into_bytes()), &options, &mut out);
+        (out.0, res)
+    })
+    .await;
+    let (out, res) = match ran {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(render(
+                &user,
+                &f,
+                None,
+                Some(Notice::Error(format!("the check failed: {e}"))),
+            ))
+        }
+    };
+    let lines = String::from_utf8_lossy(&out).into_owned();
+    let notice = res
+        .err()
+        .map(|e| Notice::Error(format!("{e}; fix the transcript and check again")));
+    Ok(render(&user, &f, Some(verdicts(&lines)), notice))
+}
