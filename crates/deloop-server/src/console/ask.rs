@@ -111,7 +111,7 @@ fn render(
 }
 
 /// `GET /ui/ask`.
-pub async fn page(State(state): State<AppState>, user: ConsoleUser) -> Html<String> {
+pub async fn page(user: ConsoleUser) -> Html<String> {
     render(&user, &AskForm::default(), None, None)
 }
 
