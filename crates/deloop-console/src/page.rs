@@ -45,6 +45,8 @@ fn head(title: &str) -> Markup {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) " · deloop" }
+            // No favicon request (it would need the API's key).
+            link rel="icon" href="data:,";
             link rel="stylesheet" href=(assets::url("console.css"));
         }
     }

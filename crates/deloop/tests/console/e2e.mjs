@@ -90,7 +90,7 @@ try {
     transcript += JSON.stringify({ type: "result", id: `c${i}`, result: "same" }) + "\n";
   }
   await page.getByRole("link", { name: "Check", exact: true }).click();
-  await page.getByLabel("Transcript").fill(transcript);
+  await page.getByLabel("Transcript", { exact: true }).fill(transcript);
   await page.getByRole("button", { name: "Check" }).click();
   await page.waitForSelector("#check-timeline");
   const shown = await page.locator("#check-json").textContent();
