@@ -191,14 +191,30 @@ pub struct ConsoleUser {
 
 impl ConsoleUser {
     /// Checks a CSRF token from a form or header: a 403 page otherwise.
-    pub fn verify(&self, presented: &str) -> Result<(), Response> {
+    pub fn verify(&self, presented: &str) -> Result<(), BadCsrf> {
         if same(presented, &self.csrf) {
             Ok(())
         } else {
-            Err(forbidden(
-                "the form's CSRF token does not match this session; reload the page and try again",
-            ))
+            Err(BadCsrf)
         }
+    }
+}
+
+/// A form whose CSRF token is not its session's: answered 403.
+#[derive(Debug, Clone, Copy)]
+pub struct BadCsrf;
+
+impl IntoResponse for BadCsrf {
+    fn into_response(self) -> Response {
+        forbidden(
+            "the form's CSRF token does not match this session; reload the page and try again",
+        )
+    }
+}
+
+impl From<BadCsrf> for Response {
+    fn from(b: BadCsrf) -> Response {
+        b.into_response()
     }
 }
 
@@ -383,7 +399,7 @@ pub async fn logout(
     Form(f): Form<LogoutForm>,
 ) -> Response {
     if let Err(r) = user.verify(&f.csrf) {
-        return r;
+        return r.into_response();
     }
     if let Some(t) = session_token(&headers) {
         c.logins.end(t);

@@ -278,7 +278,7 @@ pub async fn report(
     Form(f): Form<ReportForm>,
 ) -> Response {
     if let Err(r) = user.verify(&f.csrf) {
-        return r;
+        return r.into_response();
     }
     let wants_json = headers
         .get(axum::http::header::ACCEPT)

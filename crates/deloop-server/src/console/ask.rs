@@ -5,12 +5,11 @@ use axum::response::Html;
 use axum::Form;
 use deloop_console::page::layout;
 use deloop_console::{ConsoleUser, Notice};
-use deloop_oracle::AskReport;
+use deloop_oracle::{AskReport, Mode as AskMode};
 use maud::{html, Markup};
 use serde::Deserialize;
 
-use crate::mcp::{AskArgs, AskLang, AskMode};
-use crate::oracle::{api_error, oracle_of, record_cut};
+use crate::oracle::{api_error, oracle_of, record_cut, AskArgs, AskLang};
 use crate::state::AppState;
 
 /// The ask form.

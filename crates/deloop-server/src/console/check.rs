@@ -194,7 +194,14 @@ pub async fn run(
     };
     let options = match check_options(&state, &q) {
         Ok(o) => o,
-        Err(e) => return Ok(render(&user, &f, None, Some(Notice::Error(format!("field {e}"))))),
+        Err(e) => {
+            return Ok(render(
+                &user,
+                &f,
+                None,
+                Some(Notice::Error(format!("field {e}"))),
+            ))
+        }
     };
     let text = f.transcript.clone();
     let ran = tokio::task::spawn_blocking(move || {
