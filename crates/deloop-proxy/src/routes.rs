@@ -106,6 +106,7 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
     let judged = tokio::task::spawn_blocking(move || {
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| format!("the guardrail request is not JSON: {e}"))?;
+        let model = v.get("model").and_then(|m| m.as_str()).map(str::to_owned);
         crate::litellm::guardrail_recalling(
             &v,
             &worker.0.clamp,
@@ -113,6 +114,7 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
             &worker.0.recent,
             bytes.len(),
         )
+        .map(|(out, found)| (out, found, model))
         .map_err(|msg| format!("bad guardrail request: {msg}"))
     })
     .await;
@@ -129,10 +131,10 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         }
     };
     match judged {
-        Ok((out, found)) => {
+        Ok((out, found, model)) => {
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));
-                if let Some(feed) = state.feed(v.get("model").and_then(|m| m.as_str())) {
+                if let Some(feed) = state.feed(model.as_deref()) {
                     feed.tool_loop(source, &tool, &verdict, done);
                 }
             }
