@@ -84,11 +84,19 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             state.upstream_url()
         );
         tracing::info!(%local, upstream = state.upstream_url(), auth, "proxying");
+        let limits =
+            deloop_http::conn::ConnectionLimits::from_settings(&state.settings().connections);
         let app = deloop_console::router::<deloop_console::Console>()
             .with_state(console)
             .fallback_service(deloop_proxy::router(state));
-        deloop_http::serve::serve_app(listener, app, grace, deloop_http::serve::shutdown_signal())
-            .await?;
+        deloop_http::serve::serve_app(
+            listener,
+            app,
+            limits,
+            grace,
+            deloop_http::serve::shutdown_signal(),
+        )
+        .await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Ok)
