@@ -45,6 +45,7 @@ mod config;
 mod engine;
 mod guarded;
 mod near;
+mod settings;
 mod stream;
 mod substring;
 #[cfg(test)]
@@ -57,6 +58,7 @@ pub use config::{
     ClampConfig, HealthyConfig, NearConfig, SubstringConfig, WordConfig, DEFAULT_CONNECTORS,
 };
 pub use guarded::{Forward, GuardedCut, GuardedStream, InvalidUtf8};
+pub use settings::{settings, SettingsError};
 pub use stream::{StreamCut, StreamWatcher};
 
 use serde::Serialize;

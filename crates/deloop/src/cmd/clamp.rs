@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use deloop_core::repetition::{clamp, ClampConfig, Forward, GuardedStream, InvalidUtf8};
+use deloop_core::repetition::{
+    clamp, ClampConfig, Forward, GuardedStream, InvalidUtf8, SettingsError,
+};
 use deloop_render as render;
 
 use crate::exit::{BadInput, Exit};
@@ -132,12 +134,9 @@ fn build_config(args: &Args) -> anyhow::Result<ClampConfig> {
     if args.no_protections {
         config.healthy.enabled = false;
     }
-    config.check_bounds().map_err(|e| {
-        BadInput(format!(
-            "guard setting {e}; change the flag or config value \
-             (the bounds are listed in docs/repetition.md)"
-        ))
-    })?;
+    config
+        .check_bounds()
+        .map_err(|e| BadInput(SettingsError::from(e).to_string()))?;
     Ok(config)
 }
 
