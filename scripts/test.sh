@@ -12,3 +12,6 @@ fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The Python and Node packages, built on the workspace's build, and their
+# own suites (pytest, node --test).
+bash scripts/test-bindings.sh
