@@ -37,7 +37,11 @@ function wrap(fn) {
 const clamp = wrap(native.clamp)
 const clampRepetition = wrap(native.clampRepetition)
 const clampSubstringRepetition = wrap(native.clampSubstringRepetition)
-const rescueJson = wrap(native.rescueJson)
+const nativeRescue = wrap(native.rescueJson)
+/** The value of `key` from broken JSON model output, or the whole repaired document. */
+function rescueJson(text, key, options) {
+  return JSON.parse(nativeRescue(text, key, options))
+}
 const repairJson = wrap(native.repairJson)
 const check = wrap(native.check)
 

@@ -141,9 +141,11 @@ pub fn check(transcript: &[u8], request: &CheckRequest<'_>) -> Result<Vec<CheckL
         "events" => TranscriptFormat::Events,
         "openai" => TranscriptFormat::OpenAi,
         "anthropic" => TranscriptFormat::Anthropic,
-        other => return Err(Error::input(format!(
+        other => {
+            return Err(Error::input(format!(
             "unknown transcript format {other:?}; expected one of auto, events, openai, anthropic"
-        ))),
+        )))
+        }
     };
     let (config, _notes) = loop_config(request.config)?;
     let options = CheckOptions {

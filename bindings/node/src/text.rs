@@ -329,16 +329,20 @@ pub struct RescueOptions {
 }
 
 /// The value of `key` from broken JSON model output (`deloop rescue`), or
-/// with no key the whole repaired document.
+/// with no key the whole repaired document, as compact JSON text:
+/// `index.js` parses it with `JSON.parse`, which takes any depth and reads
+/// numbers as the command line's JSON readers do.
 #[napi]
 pub fn rescue_json(
     text: TextIn,
     key: Option<String>,
     options: Option<RescueOptions>,
-) -> napi::Result<Value> {
+) -> napi::Result<String> {
     let lossy = options.and_then(|o| o.lossy).unwrap_or(false);
     let text = text_of(text, lossy)?;
-    deloop_bindings::rescue(&text, key.as_deref()).map_err(js_err)
+    deloop_bindings::rescue(&text, key.as_deref())
+        .map(|v| v.to_string())
+        .map_err(js_err)
 }
 
 /// One valid JSON document (compact text) recovered from broken model

@@ -74,15 +74,13 @@ test('a 100 MB string', () => {
 
 test('deeply nested JSON is an error, not a crash', () => {
   assert.throws(() => deloop.repairJson('['.repeat(100_000)), { name: 'InputError', message: /nested deeper/ })
-  let value = deloop.rescueJson('['.repeat(100) + ']'.repeat(100))
+  let value = deloop.rescueJson('['.repeat(900) + ']'.repeat(900))
   let depth = 0
   while (Array.isArray(value) && value.length) {
     value = value[0]
     depth += 1
   }
-  assert.equal(depth, 99)
-  // Deeper values than napi's conversion takes are an error too.
-  assert.throws(() => deloop.rescueJson('['.repeat(900) + ']'.repeat(900)), /nesting depth/)
+  assert.equal(depth, 899)
 })
 
 test('rescue and repair', () => {
