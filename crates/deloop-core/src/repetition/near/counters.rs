@@ -73,6 +73,12 @@ impl Near {
             if differs > 1 || differs >= p {
                 continue;
             }
+            // And the counter counts: every token that changed did so by
+            // one constant step (`assistant57`, `assistant58`); numbers
+            // that jump about are ids, not a counter.
+            if !self.counts(j + 1 - r, j, p) {
+                continue;
+            }
             // First matching token a; the loop starts at a - p.
             let a = j + 1 - r;
             let start = self.toks[(a - p) % TOK_RING].start;
@@ -132,6 +138,29 @@ impl Near {
         let start = self.toks[(j + 1 - w) % TOK_RING].start;
         let preview = self.line.preview.clone();
         self.fire(Detector::NearDuplicate, nseen, start, keep, preview);
+    }
+
+    /// Whether the tokens `from..=to` that differ from the token `p`
+    /// before them all differ by the same step, in the first digit run
+    /// that changed.
+    fn counts(&self, from: usize, to: usize, p: usize) -> bool {
+        let mut step = None;
+        for t in from..=to {
+            let (a, b) = (self.toks[(t - p) % TOK_RING], self.toks[t % TOK_RING]);
+            if a.raw == b.raw {
+                continue;
+            }
+            let (x, y) = if a.num.0 != b.num.0 {
+                (a.num.0, b.num.0)
+            } else {
+                (a.num.1, b.num.1)
+            };
+            let d = i128::from(y) - i128::from(x);
+            if *step.get_or_insert(d) != d {
+                return false;
+            }
+        }
+        true
     }
 
     pub(super) fn token_preview(&self, _p: usize) -> String {

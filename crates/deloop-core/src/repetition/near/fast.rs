@@ -47,6 +47,19 @@ impl Near {
                 ..Build::default()
             };
         }
+        if !b.letter_seen {
+            // The first letter of the token: a capital (a name) or, at
+            // its very start, a quote (a string value).
+            if b.start == pos && matches!(bytes[i], b'"' | b'\'') {
+                b.shape = SLOT_QUOTE;
+            }
+            if let Some(&c) = bytes[i..i + m].iter().find(|c| c.is_ascii_alphabetic()) {
+                if b.shape == 0 && c.is_ascii_uppercase() {
+                    b.shape = SLOT_CAP;
+                }
+                b.letter_seen = true;
+            }
+        }
         let mut at = 0;
         while at < m {
             let k = (m - at).min(8);

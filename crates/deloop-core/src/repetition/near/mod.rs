@@ -80,6 +80,7 @@
 mod code_block;
 mod counters;
 mod fast;
+mod key;
 mod lists;
 mod long_unit;
 mod sentences;
@@ -92,6 +93,7 @@ use crate::repetition::text::healthy::{is_cjk, Lines, Src};
 use crate::repetition::text::list_marker::MarkerShape;
 use crate::repetition::text::swar;
 use crate::repetition::{ClampConfig, Detector};
+use key::{load8, mix, Key};
 
 /// Tokens of a segment kept for the edit distance (longer segments are
 /// compared on their first `SEG_TOKENS` tokens and their length).
@@ -128,73 +130,6 @@ const LIST_TABLE: usize = 2 * LIST_BACK;
 /// Bytes of a segment kept for the report's preview.
 const PREVIEW: usize = 64;
 
-/// The eight bytes of `bytes` from `i` as a little-endian word; bytes past
-/// the end read as spaces (which end a token).
-#[inline(always)]
-fn load8(bytes: &[u8], i: usize) -> u64 {
-    match bytes.get(i..i + 8) {
-        Some(w) => u64::from_le_bytes(w.try_into().unwrap_or([b' '; 8])),
-        None => {
-            let mut w = [b' '; 8];
-            let tail = bytes.get(i..).unwrap_or_default();
-            w[..tail.len()].copy_from_slice(tail);
-            u64::from_le_bytes(w)
-        }
-    }
-}
-
-#[inline]
-fn mix(h: u64, x: u64) -> u64 {
-    (h.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
-}
-
-/// A token's key under construction: the case-folded characters, ASCII
-/// ones packed eight to a 64-bit word, any other character mixed on its
-/// own. Pushing a run of ASCII bytes one at a time or as one word gives
-/// the same key (a unit test checks it), so the per-character path and
-/// the word-at-a-time path of [`Near::feed`] agree.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Key {
-    h: u64,
-    buf: u64,
-    n: u32,
-}
-
-impl Key {
-    /// A case-folded character (its code point).
-    #[inline]
-    pub(super) fn push(&mut self, l: u32) {
-        if l < 0x80 {
-            self.push_word(u64::from(l), 1);
-        } else {
-            let tagged = self.buf | (0x80 | u64::from(self.n)) << 56;
-            self.h = mix(mix(self.h, tagged), u64::from(l));
-            self.buf = 0;
-            self.n = 0;
-        }
-    }
-
-    /// `k` (1..=8) ASCII bytes in the low bytes of `w`, the rest zero.
-    #[inline]
-    pub(super) fn push_word(&mut self, w: u64, k: u32) {
-        let n = self.n;
-        let all = self.buf | w << (8 * n);
-        if n + k >= 8 {
-            self.h = mix(self.h, all);
-            self.buf = if n == 0 { 0 } else { w >> (8 * (8 - n)) };
-            self.n = n + k - 8;
-        } else {
-            self.buf = all;
-            self.n = n + k;
-        }
-    }
-
-    #[inline]
-    pub(super) fn value(&self) -> u64 {
-        mix(self.h, self.buf | (0x40 | u64::from(self.n)) << 56)
-    }
-}
-
 /// A finished token.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tok {
@@ -209,6 +144,8 @@ struct Tok {
     /// Holds a letter other than a hex digit (`a`–`f`) or the `x` of
     /// `0x`.
     non_hex: bool,
+    /// The values of its first and last digit runs (counters).
+    num: (u64, u64),
 }
 
 /// The token being read.
@@ -229,7 +166,22 @@ struct Build {
     non_hex: bool,
     /// Last character was `. ! ?`.
     last_stop: bool,
+    /// Digit runs read, and the values of the first and the last.
+    num_runs: u32,
+    num: (u64, u64),
+    /// [`SLOT_CAP`] or [`SLOT_QUOTE`] once its first letter was read.
+    shape: u8,
+    letter_seen: bool,
 }
+
+/// A token of a segment holds a digit.
+pub(super) const SLOT_DIGIT: u8 = 1;
+/// Its first letter is a capital (a name, in most scripts).
+pub(super) const SLOT_CAP: u8 = 2;
+/// It starts with a quote (a string value in data).
+pub(super) const SLOT_QUOTE: u8 = 4;
+/// It is the list marker of its line (`7.`).
+pub(super) const SLOT_MARKER: u8 = 8;
 
 /// A sentence-like segment: its tokens' masked keys.
 #[derive(Debug, Clone, Default)]
@@ -237,7 +189,13 @@ struct Seg {
     start: usize,
     end: usize,
     keys: Vec<u64>,
+    /// Per kept token: `SLOT_*` bits, what kind of value it is.
+    slots: Vec<u8>,
     n: usize,
+    /// Tokens that are words (two letters or more), and tokens with a
+    /// letter or a digit.
+    words: usize,
+    alnum: usize,
 }
 
 /// A line (or a JSON `\n`-separated piece of one).
@@ -415,7 +373,10 @@ impl Near {
         self.lines = Lines::at_line_start(pos, open_fence);
         self.build = Build::default();
         self.seg.keys.clear();
+        self.seg.slots.clear();
         self.seg.n = 0;
+        self.seg.words = 0;
+        self.seg.alnum = 0;
         self.seg_active = false;
         self.line.preview.clear();
         self.line_active = false;
@@ -658,7 +619,10 @@ impl Near {
             self.seg_active = true;
             self.seg.start = pos;
             self.seg.n = 0;
+            self.seg.words = 0;
+            self.seg.alnum = 0;
             self.seg.keys.clear();
+            self.seg.slots.clear();
         }
         let space = std::mem::replace(&mut self.space, false);
         if self.line.preview.len() + len < PREVIEW {
@@ -690,12 +654,26 @@ impl Near {
         if digit {
             if !b.in_digits {
                 b.masked.push(u32::from(b'#'));
+                b.num_runs += 1;
+                b.num.1 = 0;
+            }
+            let d = u64::from(c as u8 - b'0');
+            b.num.1 = b.num.1.saturating_mul(10).saturating_add(d);
+            if b.num_runs == 1 {
+                b.num.0 = b.num.1;
             }
         } else if b.digits {
             b.masked.push(l);
         }
         b.in_digits = digit;
+        if b.start == pos && matches!(c, '"' | '\'' | '“' | '«' | '„' | '‘') {
+            b.shape = SLOT_QUOTE;
+        }
         if c.is_alphabetic() {
+            if !b.letter_seen && b.shape == 0 && c.is_uppercase() {
+                b.shape = SLOT_CAP;
+            }
+            b.letter_seen = true;
             b.letters += 1;
             b.non_hex |= !matches!(l, 0x61..=0x66 | 0x78);
         }
@@ -719,11 +697,14 @@ impl Near {
             digits: b.digits,
             letter: b.letters >= 1,
             non_hex: b.non_hex,
+            num: b.num,
         };
+        let mut slot = b.shape | if b.digits { SLOT_DIGIT } else { 0 };
         let line = &mut self.line;
         // The body counts only on a list item, the whole line only in a
         // fence (nothing reads them elsewhere).
         if line.n == 0 && b.marker.is_marker() {
+            slot |= SLOT_MARKER;
             line.marker = true;
             line.marker_key = tok.raw;
         } else {
@@ -739,8 +720,11 @@ impl Near {
         let seg = &mut self.seg;
         if seg.keys.len() < SEG_TOKENS {
             seg.keys.push(tok.raw);
+            seg.slots.push(slot);
         }
         seg.n += 1;
+        seg.words += usize::from(tok.word);
+        seg.alnum += usize::from(tok.letter || tok.digits);
         seg.end = end;
         if !self.line.fence && !self.line.table {
             self.counter_token(tok);
@@ -760,6 +744,7 @@ impl Near {
         self.sentence(&seg);
         let mut seg = seg;
         seg.keys.clear();
+        seg.slots.clear();
         self.seg = seg;
     }
 

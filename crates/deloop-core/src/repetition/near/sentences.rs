@@ -5,16 +5,36 @@ use super::*;
 
 impl Near {
     /// Near-duplicate segments.
+    ///
+    /// Two rules keep regular healthy text out (issue 22 §3):
+    /// * a segment that is not mostly words (a row of a matrix, a line of
+    ///   numbers) matches only an equal copy (the rows of an identity
+    ///   matrix differ), and a run of rows holding one value (zeros,
+    ///   ones) needs more copies than the row has tokens: a square
+    ///   matrix of zeros has as many equal rows as columns;
+    /// * a copy that fills two slots with new values, one of them a
+    ///   number, a name or a quoted value (`The term number 6 of the
+    ///   sequence is 36.`, `- Ana pidió 2 cajas` / `- Luis pidió 3
+    ///   cajas`), carries new content: an enumeration or a record, not a
+    ///   loop. A loop changes one slot (a counter: `the twenty-first term
+    ///   is 1`) or words only (`superior` / `inferior`).
     pub(super) fn sentence(&mut self, seg: &Seg) {
         let cfg = &self.cfg;
         let long = seg.n >= cfg.sentence_min_tokens;
+        let data = !reads_as_text(seg);
         for p in 1..=2 {
             let i = p - 1;
             let near = long && self.nprev >= p && {
                 let o = &self.prev[(self.nprev - p) % 2];
+                let edits = if data || !reads_as_text(o) {
+                    0
+                } else {
+                    cfg.sentence_max_edits.min(seg.n / 4)
+                };
                 o.n >= cfg.sentence_min_tokens
-                    && o.n.abs_diff(seg.n) <= cfg.sentence_max_edits
-                    && within_edits(&o.keys, &seg.keys, cfg.sentence_max_edits.min(seg.n / 4))
+                    && o.n.abs_diff(seg.n) <= edits
+                    && within_edits(&o.keys, &seg.keys, edits)
+                    && !new_values(o, seg)
             };
             if !near {
                 self.sent_runs[i] = Run::default();
@@ -25,7 +45,10 @@ impl Near {
                 self.sent_runs[i].keep = self.prev[(self.nprev - 1) % 2].end;
             }
             self.sent_runs[i].len += 1;
-            let need = self.cfg.sentence_copies.max(3 * p);
+            let mut need = self.cfg.sentence_copies.max(3 * p);
+            if data && constant(seg) {
+                need = need.max(seg.n + 1);
+            }
             if self.sent_runs[i].len + p >= need {
                 let r = self.sent_runs[i];
                 let preview = self.line.preview.clone();
@@ -38,14 +61,65 @@ impl Near {
         let mut keys = old.keys;
         keys.clear();
         keys.extend_from_slice(&seg.keys);
+        let mut slots = old.slots;
+        slots.clear();
+        slots.extend_from_slice(&seg.slots);
         self.prev[slot] = Seg {
             start: seg.start,
             end: seg.end,
             keys,
+            slots,
             n: seg.n,
+            words: seg.words,
+            alnum: seg.alnum,
         };
         self.nprev += 1;
     }
+}
+
+/// Whether a segment reads as text: words (two letters or more) make at
+/// least half of its tokens with a letter or a digit. Rows of numbers
+/// (`0 & 0 & 1 \\`, `[0, 1, 0]`) are data.
+fn reads_as_text(seg: &Seg) -> bool {
+    2 * seg.words >= seg.alnum
+}
+
+/// Whether a row of data holds one value: at most three different
+/// tokens with digits (`[0,`, `0,`, `0]`).
+fn constant(seg: &Seg) -> bool {
+    let mut seen = [0u64; 3];
+    let mut n = 0;
+    for (k, &slot) in seg.keys.iter().zip(&seg.slots) {
+        if slot & SLOT_DIGIT == 0 || seen[..n].contains(k) {
+            continue;
+        }
+        if n == seen.len() {
+            return false;
+        }
+        seen[n] = *k;
+        n += 1;
+    }
+    true
+}
+
+/// Whether `new` fills two slots of `old` with other values, one of them
+/// a number, a name (a capital) or a quoted value: same length, compared
+/// token by token, the list marker set aside.
+fn new_values(old: &Seg, new: &Seg) -> bool {
+    if old.n != new.n || old.keys.len() != new.keys.len() {
+        return false;
+    }
+    let mut changed = 0;
+    let mut valued = false;
+    for (t, (a, b)) in old.keys.iter().zip(&new.keys).enumerate() {
+        let slot = new.slots[t] & old.slots[t];
+        if a == b || slot & SLOT_MARKER != 0 {
+            continue;
+        }
+        changed += 1;
+        valued |= new.slots[t] & SLOT_DIGIT != 0 || slot & (SLOT_CAP | SLOT_QUOTE) != 0;
+    }
+    changed >= 2 && valued
 }
 
 /// Whether token sequences `a` and `b` (at most `SEG_TOKENS` each) are
