@@ -335,18 +335,25 @@ impl Substring {
         }
         if self.protect && end - info.start < self.max_exempt {
             let unit = &unit[..l];
+            let covered = self.run[W - l].max(0) as usize + l;
             if (info.data && data_unit(&unit.iter().map(|&c| c as u32).collect::<Vec<_>>()))
-                || unit.iter().all(|c| c.is_whitespace())
-                || lines.exempt_at(end, info.start, self.fences, self.tables)
+                || lines.exempt_at(end, info.start, self.fences, false)
             {
-                // Data, padding, code or a table cell: only absurd length.
+                // Data or code: only absurd length.
                 return;
             }
-            if content_letters(unit) < self.min_letters {
+            if lines.exempt_at(end, info.start, false, self.tables) {
+                // A table row: padding and rules are layout up to absurd
+                // length (a padded cell can hold 1,200 spaces), but empty
+                // cells (`| | | …`) are a flood at `max_layout`.
+                let cells = unit.contains(&'|') && content_letters(unit) < self.min_letters;
+                if !cells || covered < self.max_layout {
+                    return;
+                }
+            } else if content_letters(unit) < self.min_letters {
                 // Symbols, emoji, digits, escapes: a flood once the run
-                // covers `flood` characters (dividers, rules and dot
-                // leaders, made of layout symbols: `max_layout`).
-                let covered = self.run[W - l].max(0) as usize + l;
+                // covers `flood` characters (dividers, rules, dot leaders
+                // and white space, made of layout symbols: `max_layout`).
                 if covered < self.flood {
                     return;
                 }
