@@ -82,7 +82,7 @@ fn default_guard_meets_the_real_set_bar() {
         return;
     };
     assert_eq!((loops, healthy), (52, 66));
-    assert!(hit >= 48, "default guard caught only {hit}/52 loops");
+    assert!(hit >= 50, "default guard caught only {hit}/52 loops");
     assert!(
         intact >= 64,
         "default guard changed {} healthy answers",

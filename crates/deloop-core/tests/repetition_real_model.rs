@@ -291,9 +291,12 @@ const GEMMA3_LABELS: (usize, usize, usize) = (60, 1, 3);
 /// standards cycling with no period), and the long tail at the end of a
 /// text (`words.tail_last_copy_percent = 66`: three question-and-answer
 /// pairs cycling, two copies and two thirds when the token limit stopped
-/// them). Still missed — SmolLM2: sentences with a rising number (five
-/// copies, interleaved with another sentence); Gemma 3: a late cut of
-/// steps numbered in words (the near-duplicate sentence rule starts the
-/// loop at the first step).
+/// them), 92 with issue 22 §3's new-values rule: steps numbered in words
+/// (`The first step is to prepare the dough.` … `The seventh step is to
+/// serve the dough.`) each bring two new words, so the near-duplicate
+/// sentence rule now starts the loop where only the ordinal changes
+/// (`The eighth step is to wash the dough.`), not at the first step.
+/// Still missed — SmolLM2: sentences with a rising number (five copies,
+/// interleaved with another sentence).
 const SMOLLM2_CAUGHT: usize = 32;
-const GEMMA3_CAUGHT: usize = 59;
+const GEMMA3_CAUGHT: usize = 60;

@@ -371,6 +371,39 @@ fn the_loops_these_families_resemble_are_still_cut() {
         })
         .collect();
     looping("one word changed", &text, "1. En la parte superior");
+    // Steps numbered in words: the first seven each bring a new verb
+    // (content), from the eighth only the ordinal changes (the loop).
+    let verbs = [
+        "prepare", "make", "knead", "cook", "bake", "store", "serve", "wash", "wash", "wash",
+        "wash", "wash", "wash", "wash",
+    ];
+    let ordinals = [
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "thirteenth",
+        "fourteenth",
+    ];
+    let text: String = ordinals
+        .iter()
+        .zip(verbs)
+        .map(|(o, v)| format!("The {o} step is to {v} the dough.\n"))
+        .collect();
+    looping(
+        "steps in words",
+        &text,
+        "The first step is to prepare the dough.\nThe second step is to make the dough.\nThe third step is to knead the dough.\nThe fourth step is to cook the dough.\nThe fifth step is to bake the dough.\nThe sixth step is to store the dough.\nThe seventh step is to serve the dough.\nThe eighth step is to wash the dough.",
+    );
+    assert!(!clamp(&text, &ClampConfig::default()).text.contains("ninth"));
     // A counter under one word, counting to the limit.
     let text: String = (11..80).map(|i| format!("- El {i}\n")).collect();
     looping(

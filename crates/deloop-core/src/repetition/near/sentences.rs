@@ -12,12 +12,16 @@ impl Near {
     ///   matrix differ), and a run of rows holding one value (zeros,
     ///   ones) needs more copies than the row has tokens: a square
     ///   matrix of zeros has as many equal rows as columns;
-    /// * a copy that fills two slots with new values, one of them a
-    ///   number, a name or a quoted value (`The term number 6 of the
-    ///   sequence is 36.`, `- Ana pidió 2 cajas` / `- Luis pidió 3
-    ///   cajas`), carries new content: an enumeration or a record, not a
-    ///   loop. A loop changes one slot (a counter: `the twenty-first term
-    ///   is 1`) or words only (`superior` / `inferior`).
+    /// * a copy that fills two slots with new values carries new
+    ///   content — an enumeration or a record, not a loop: two slots
+    ///   where one value is a number, a name or a quoted value (`The term
+    ///   number 6 of the sequence is 36.`, `- Ana pidió 2 cajas` / `-
+    ///   Luis pidió 3 cajas`), or two words the copy before does not hold
+    ///   (`The first step is to prepare the dough.` / `The second step is
+    ///   to make the dough.`). A loop changes one slot (a counter: `the
+    ///   twenty-first term is 1`) or swaps words it already used
+    ///   (`superior` / `inferior`, `a year … a month` / `a month … a
+    ///   year`).
     pub(super) fn sentence(&mut self, seg: &Seg) {
         let cfg = &self.cfg;
         let long = seg.n >= cfg.sentence_min_tokens;
@@ -103,13 +107,15 @@ fn constant(seg: &Seg) -> bool {
 }
 
 /// Whether `new` fills two slots of `old` with other values, one of them
-/// a number, a name (a capital) or a quoted value: same length, compared
-/// token by token, the list marker set aside.
+/// a number, a name (a capital) or a quoted value, or both words `old`
+/// does not hold: same length, compared token by token, the list marker
+/// set aside.
 fn new_values(old: &Seg, new: &Seg) -> bool {
     if old.n != new.n || old.keys.len() != new.keys.len() {
         return false;
     }
     let mut changed = 0;
+    let mut fresh = 0;
     let mut valued = false;
     for (t, (a, b)) in old.keys.iter().zip(&new.keys).enumerate() {
         let slot = new.slots[t] & old.slots[t];
@@ -117,9 +123,10 @@ fn new_values(old: &Seg, new: &Seg) -> bool {
             continue;
         }
         changed += 1;
+        fresh += usize::from(!old.keys.contains(b));
         valued |= new.slots[t] & SLOT_DIGIT != 0 || slot & (SLOT_CAP | SLOT_QUOTE) != 0;
     }
-    changed >= 2 && valued
+    changed >= 2 && (valued || fresh >= 2)
 }
 
 /// Whether token sequences `a` and `b` (at most `SEG_TOKENS` each) are
