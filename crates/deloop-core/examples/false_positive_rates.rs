@@ -56,28 +56,29 @@ fn real_llm_text(shared: &Path) -> Option<Vec<Doc>> {
     })
 }
 
+/// The healthy generations of the recorded set and of the held-out set.
 fn real_model(root: &Path) -> Vec<Doc> {
-    let dir = root.join("testdata/real-model");
-    let labels: HashMap<String, String> = jsonl(&dir.join("labels.jsonl"))
-        .into_iter()
-        .map(|v| {
-            let id = v["id"].as_str().unwrap_or("").to_string();
-            (id, v["label"].as_str().unwrap_or("").to_string())
-        })
-        .collect();
-    jsonl(&dir.join("generations.jsonl"))
-        .into_iter()
-        .filter(|g| {
-            labels
-                .get(g["id"].as_str().unwrap_or(""))
-                .map(String::as_str)
-                == Some("healthy")
-        })
-        .map(|g| Doc {
-            id: g["id"].as_str().unwrap_or("").to_string(),
-            text: g["text"].as_str().unwrap_or("").to_string(),
-        })
-        .collect()
+    let mut docs = Vec::new();
+    for set in ["testdata/real-model", "testdata/real-model/held-out"] {
+        let dir = root.join(set);
+        let labels: HashMap<String, String> = jsonl(&dir.join("labels.jsonl"))
+            .into_iter()
+            .map(|v| {
+                let id = v["id"].as_str().unwrap_or("").to_string();
+                (id, v["label"].as_str().unwrap_or("").to_string())
+            })
+            .collect();
+        for g in jsonl(&dir.join("generations.jsonl")) {
+            let id = g["id"].as_str().unwrap_or("");
+            if labels.get(id).map(String::as_str) == Some("healthy") {
+                docs.push(Doc {
+                    id: format!("{set}/{id}"),
+                    text: g["text"].as_str().unwrap_or("").to_string(),
+                });
+            }
+        }
+    }
+    docs
 }
 
 fn scifact(shared: &Path) -> Option<Vec<Doc>> {

@@ -45,9 +45,10 @@ fn read_jsonl(name: &str) -> Vec<Value> {
         .collect()
 }
 
-fn load() -> Vec<Case> {
-    let generations = read_jsonl("generations.jsonl");
-    let mut labels: HashMap<String, Value> = read_jsonl("labels.jsonl")
+/// The generations of one set: `""` (the recorded set) or `"held-out/"`.
+fn load(set: &str) -> Vec<Case> {
+    let generations = read_jsonl(&format!("{set}generations.jsonl"));
+    let mut labels: HashMap<String, Value> = read_jsonl(&format!("{set}labels.jsonl"))
         .into_iter()
         .map(|v| (v["id"].as_str().expect("label id").to_string(), v))
         .collect();
@@ -156,8 +157,12 @@ struct Tally {
 }
 
 fn evaluate(config: &ClampConfig, name: &str) -> HashMap<String, Tally> {
+    evaluate_set("", config, name)
+}
+
+fn evaluate_set(set: &str, config: &ClampConfig, name: &str) -> HashMap<String, Tally> {
     let mut tallies: HashMap<String, Tally> = HashMap::new();
-    for case in load() {
+    for case in load(set) {
         let out = clamp(&case.text, config);
         let t = tallies.entry(case.model.clone()).or_default();
         t.tokens += case.tokens;
@@ -228,7 +233,7 @@ fn evaluate(config: &ClampConfig, name: &str) -> HashMap<String, Tally> {
 #[test]
 fn every_prompt_has_a_labelled_generation_from_each_model() {
     let prompts = read_jsonl("prompts.jsonl");
-    let cases = load();
+    let cases = load("");
     for model in ["smollm2", "gemma3"] {
         for p in &prompts {
             let id = format!("{model}/{}", p["id"].as_str().expect("prompt id"));
@@ -300,3 +305,35 @@ const GEMMA3_LABELS: (usize, usize, usize) = (60, 1, 3);
 /// interleaved with another sentence).
 const SMOLLM2_CAUGHT: usize = 32;
 const GEMMA3_CAUGHT: usize = 60;
+
+/// The held-out set (issue 22 §3, `testdata/real-model/held-out/`): 12 new
+/// prompts (English, Spanish, French, German, Portuguese; matrices,
+/// squares, JSON, orders, recipes, cities, a training plan, counting, a
+/// story, SQL) written after the rules of issue 22 §3, generated with the
+/// same two models and decoding, labelled by hand, and never used to tune
+/// a rule. Its figures are the honest ones; the test keeps them from
+/// falling and asserts no healthy answer changes.
+#[test]
+fn default_guard_on_the_held_out_set() {
+    let t = evaluate_set("held-out/", &ClampConfig::default(), "held-out");
+    let (smol, gemma) = (t["smollm2"], t["gemma3"]);
+    assert_eq!((smol.loops, smol.healthy, smol.ambiguous), (6, 5, 1));
+    assert_eq!((gemma.loops, gemma.healthy, gemma.ambiguous), (12, 0, 0));
+    assert_eq!(smol.healthy_changed + smol.ambiguous_changed, 0);
+    assert_eq!(smol.stream_cut_healthy + smol.stream_cut_ambiguous, 0);
+    // Misses, by hand: numbers counting on with no word (both models; by
+    // design, a count of numbers is content), two numbers rising together
+    // (`N. Elite: N`), a sentence said again twice at the very end, and
+    // question-and-answer pairs whose questions are shorter than a
+    // compared sentence.
+    assert!(
+        smol.caught >= 3,
+        "SmolLM2 held-out loops caught: {}",
+        smol.caught
+    );
+    assert!(
+        gemma.caught >= 10,
+        "Gemma 3 held-out loops caught: {}",
+        gemma.caught
+    );
+}
