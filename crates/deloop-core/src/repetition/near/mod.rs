@@ -28,13 +28,17 @@
 //! * **near-duplicate sentences**: segments of at least
 //!   `sentence_min_tokens` tokens, each within `sentence_max_edits` token
 //!   edits of the segment one or two back,
-//!   `sentence_copies` segments in a row;
+//!   `sentence_copies` segments in a row; rows of data (mostly numbers)
+//!   match only equal copies, and a copy that fills two slots with new
+//!   values is an enumeration, not a loop (`sentences.rs`);
 //! * **counters**: tokens with every digit run masked (`28:00` =
 //!   `29:00`, `assistant57` = `assistant58`) repeating with a period of
 //!   1–8 tokens for `max(masked_min_run, masked_run_per_period·p)` tokens,
 //!   the unit holding a word and a number, and exactly one token of the
 //!   unit differing from its previous copy at most (one counter) while
-//!   another token stays the same (a run of ids `item1 item2 …` passes);
+//!   another token stays the same (a run of ids `item1 item2 …` passes),
+//!   and every change the same step (the counter counts; random ids
+//!   pass);
 //! * **long units without white space**: a unit of `chain_min_unit` to
 //!   `chain_max_unit` characters repeated `chain_copies` times back to
 //!   back inside one run of non-white-space (`/api/v1/users/api/v1/…`),
