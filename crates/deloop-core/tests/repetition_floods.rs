@@ -85,3 +85,32 @@ fn healthy_runs_of_the_same_characters_pass() {
         }
     }
 }
+
+#[test]
+fn reasoning_that_restates_itself_is_cut_within_six_sentences() {
+    // Thinking that says the same thing again with a word or two changed.
+    let variants = [
+        "So the total number of apples that Sarah has is twelve in the end.",
+        "So the total number of apples that Sarah has is twelve at the end.",
+        "So the total number of apples Sarah has is twelve in the end.",
+        "So the total number of apples that Sarah has must be twelve in the end.",
+    ];
+    let intro =
+        "Let me work through the problem. Sarah starts with five apples and buys seven more.\n";
+    let text: String = std::iter::once(intro.to_string())
+        .chain((0..40).map(|i| format!("{}\n", variants[i % variants.len()])))
+        .collect();
+    let mut w = StreamWatcher::new(ClampConfig::default());
+    let cut = text
+        .as_bytes()
+        .chunks(5)
+        .find_map(|c| w.feed(c))
+        .expect("the restating is cut");
+    assert_eq!(cut.keep_bytes, intro.len() + variants[0].len());
+    let read = &text[intro.len()..cut.detected_at];
+    assert!(
+        read.lines().count() <= 6,
+        "cut after {} sentences",
+        read.lines().count()
+    );
+}

@@ -94,7 +94,7 @@ impl Default for NearConfig {
             token_window: 16,
             token_window_values: 4,
             sentence_min_tokens: 8,
-            sentence_max_edits: 2,
+            sentence_max_edits: 3,
             sentence_copies: 6,
             masked_min_run: 30,
             masked_run_per_period: 6,
