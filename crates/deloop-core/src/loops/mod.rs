@@ -8,7 +8,8 @@
 //!   results and sticky blocks — never critical while results change;
 //! * `strict` adds the anti-loop protocol: the same procedure with the same
 //!   result twice in a row terminates, with a fingerprint
-//!   `AGENT::<agent>::<operation>::<context>::<result-hash>`.
+//!   `AGENT::<agent>::<operation>::<context>::<result-hash>`; calls whose
+//!   arguments differ only in spelling ([`normalise`]) are one procedure.
 //!
 //! The [`Guard`] is fed events: a call (judged *before* it runs), its
 //! outcome, a compaction, a new user turn. It does no I/O.
@@ -38,6 +39,7 @@ pub mod config;
 pub mod detectors;
 pub mod guard;
 pub mod hashing;
+pub mod normalise;
 pub mod outcome;
 pub mod profile;
 pub mod replay;

@@ -28,15 +28,18 @@
 //! quotes, and the escapes `\b \B \s \S \w \W \d \D` are ignored. So
 //! `grep "double.*jump"` ≈ `grep "doubleJump"` (both `doublejump`), but
 //! `grep "jump"` ≠ `grep "doubleJump"`. Flags (order-insensitive) and paths
-//! must match exactly. Search calls are the tools `grep`, `rg`, `search`,
-//! `search_dir`, `search_file`, `grep_search`, `code_search`, … with a
-//! `pattern`/`query`/`regex` argument, and shell calls whose command is a
-//! single grep-like program (no pipes or `;`/`&&`). Every other call is its
-//! own procedure: canonical arguments, exactly.
+//! (after [`normalise_path`]) must match. Search calls are the tools `grep`,
+//! `rg`, `search`, `search_dir`, `search_file`, `grep_search`, `code_search`,
+//! … with a `pattern`/`query`/`regex` argument, and shell calls whose command
+//! is a single grep-like program (no pipes or `;`/`&&`). Every other call is
+//! its own procedure: canonical arguments after [`normalise_args`] (shell
+//! commands tokenised with flags in any order, paths, numbers and whitespace
+//! normalised; see [`super::normalise`]).
 
 use serde_json::Value;
 
 use super::hashing::{canonical_string, Canon};
+use super::normalise::{command_of, normalise_args, normalise_path, PATH_KEYS, SHELL_TOOLS};
 
 /// A call seen as a procedure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,31 +79,6 @@ const SEARCH_TOOLS: &[&str] = &[
     "find_in_files",
 ];
 const PATTERN_KEYS: &[&str] = &["pattern", "query", "regex", "search_term", "search", "q"];
-const PATH_KEYS: &[&str] = &[
-    "path",
-    "file",
-    "file_path",
-    "filePath",
-    "filename",
-    "paths",
-    "files",
-    "dir",
-    "directory",
-    "url",
-    "glob",
-    "include",
-    "target",
-];
-const SHELL_TOOLS: &[&str] = &[
-    "exec",
-    "shell",
-    "sh",
-    "run",
-    "execute_bash",
-    "run_command",
-    "terminal",
-    "run_shell_command",
-];
 const GREP_PROGRAMS: &[&str] = &["grep", "egrep", "fgrep", "rg", "ag", "ack"];
 
 impl ArgEquivalence for SearchEquivalence {
@@ -122,7 +100,7 @@ impl ArgEquivalence for SearchEquivalence {
                 key: format!(
                     "search\0{tool}\0{}\0{}",
                     normalise_pattern(pattern),
-                    canonical_string(&rest, Canon::Args)
+                    canonical_string(&normalise_args(tool, &rest), Canon::Args)
                 ),
             });
         }
@@ -149,6 +127,7 @@ impl ArgEquivalence for SearchEquivalence {
                 }
             }
             let pattern = pattern?;
+            let paths: Vec<String> = paths.into_iter().map(normalise_path).collect();
             let mut flag_chars: Vec<String> = Vec::new();
             for f in flags {
                 if let Some(long) = f.strip_prefix("--") {
@@ -218,15 +197,6 @@ pub fn normalise_pattern(p: &str) -> String {
         p.to_lowercase()
     } else {
         t.to_string()
-    }
-}
-
-fn command_of(args: &Value) -> Option<&str> {
-    match args {
-        Value::String(s) => Some(s),
-        _ => ["command", "cmd", "script"]
-            .iter()
-            .find_map(|k| args.get(*k).and_then(Value::as_str)),
     }
 }
 
@@ -358,14 +328,18 @@ fn shell_operation(command: &str) -> &'static str {
     "bash"
 }
 
-/// The default procedure: exact canonical arguments; operation and context
-/// derived as the module docs say.
+/// The default procedure: canonical arguments after
+/// [`normalise_args`] (shell commands tokenised, paths and numbers
+/// normalised); operation and context derived as the module docs say.
 pub fn default_procedure(tool: &str, args: &Value) -> Procedure {
     let (operation, context) = describe(tool, args);
     Procedure {
         operation,
         context,
-        key: format!("exact\0{tool}\0{}", canonical_string(args, Canon::Args)),
+        key: format!(
+            "args\0{tool}\0{}",
+            canonical_string(&normalise_args(tool, args), Canon::Args)
+        ),
     }
 }
 
