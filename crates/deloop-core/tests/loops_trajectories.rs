@@ -1,11 +1,12 @@
 //! Real agent runs (`shared/data/trajectories`, 317 runs): how often each
 //! profile reaches critical on resolved runs (false positives) and how many
-//! of the 57 runs labelled `plausible_loop` it catches.
+//! of the 57 runs labelled `plausible_loop` it catches, and where the
+//! `no_progress` detector (same result, varied arguments) speaks.
 
 mod loops_support;
 
 use deloop_core::loops::replay::Replay;
-use deloop_core::loops::{Guard, LoopConfig, Profile};
+use deloop_core::loops::{Detector, Guard, LoopConfig, Profile};
 use loops_support::parse_events;
 use serde_json::Value;
 
@@ -16,6 +17,11 @@ struct Numbers {
     loops: usize,
     loops_caught: usize,
     runs_critical: usize,
+    /// Runs with a `no_progress` verdict: resolved, unresolved, outcome
+    /// unknown, plausible loops.
+    no_progress: [usize; 4],
+    /// Runs with a critical `no_progress` verdict, in the same classes.
+    no_progress_critical: [usize; 4],
 }
 
 /// Each run's file and the index of its first critical call.
@@ -39,6 +45,13 @@ fn evaluate(profile: Profile) -> Option<(Numbers, Firsts)> {
         let first = r.verdicts().iter().position(|c| c.verdict.is_critical());
         firsts.push((file.to_string(), first));
         let critical = first.is_some();
+        let np = |critical_only: bool| {
+            r.verdicts().iter().any(|c| {
+                c.verdict.detector == Some(Detector::NoProgress)
+                    && (!critical_only || c.verdict.is_critical())
+            })
+        };
+        let (np_any, np_critical) = (np(false), np(true));
         runs += 1;
         let resolved = row["outcome"] == "resolved";
         let looped = row["plausible_loop"] == true;
@@ -47,6 +60,16 @@ fn evaluate(profile: Profile) -> Option<(Numbers, Firsts)> {
         n.resolved_critical += (resolved && critical) as usize;
         n.loops_caught += (looped && critical) as usize;
         n.runs_critical += critical as usize;
+        let unresolved = row["outcome"] == "unresolved";
+        let unknown = !resolved && !unresolved;
+        if std::env::var_os("DELOOP_TRAJ_DEBUG").is_some() && np_any && !unresolved {
+            println!("{profile}: no_progress (critical: {np_critical}) in {file}");
+        }
+        let classes = [resolved, unresolved, unknown, looped];
+        for (i, in_class) in classes.into_iter().enumerate() {
+            n.no_progress[i] += (in_class && np_any) as usize;
+            n.no_progress_critical[i] += (in_class && np_critical) as usize;
+        }
     }
     assert_eq!(runs, 317, "the trajectory set has 317 runs");
     Some((n, firsts))
@@ -63,6 +86,19 @@ fn trajectories_all_profiles() {
             "{p:>8}: critical on {}/{} resolved runs, caught {}/{} plausible loops, {} of 317 runs with a critical",
             n.resolved_critical, n.resolved, n.loops_caught, n.loops, n.runs_critical
         );
+        if p != Profile::OpenClaw {
+            println!(
+                "{p:>8}: no_progress on {} resolved / {} unresolved / {} unknown-outcome / {} plausible-loop runs (critical: {} / {} / {} / {})",
+                n.no_progress[0],
+                n.no_progress[1],
+                n.no_progress[2],
+                n.no_progress[3],
+                n.no_progress_critical[0],
+                n.no_progress_critical[1],
+                n.no_progress_critical[2],
+                n.no_progress_critical[3]
+            );
+        }
         all.push((p, n, firsts));
     }
     let get = |p: Profile| all.iter().find(|(q, _, _)| *q == p).unwrap().1;
@@ -89,6 +125,10 @@ fn trajectories_all_profiles() {
         d.loops_caught >= 15,
         "default must catch at least 15 of 57 plausible loops, caught {}",
         d.loops_caught
+    );
+    assert_eq!(
+        d.no_progress_critical[0], 0,
+        "no_progress must never block a resolved run"
     );
     let o = get(Profile::OpenClaw);
     assert_eq!(

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use super::detectors::same_result;
 use super::profile::Profile;
 
 /// Detector switches. OpenClaw's three plus deloop's own; all default on.
@@ -48,6 +49,8 @@ pub struct Detectors {
     pub argument_churn: bool,
     /// `detectors.cycle` (deloop; not used by the `openclaw` profile).
     pub cycle: bool,
+    /// `detectors.noProgress` (deloop; not used by the `openclaw` profile).
+    pub no_progress: bool,
 }
 
 impl Default for Detectors {
@@ -60,6 +63,7 @@ impl Default for Detectors {
             global_circuit_breaker: true,
             argument_churn: true,
             cycle: true,
+            no_progress: true,
         }
     }
 }
@@ -105,6 +109,14 @@ pub struct Settings {
     /// of a cycle) whose previous `streakThreshold` calls all repeated with
     /// identical results is critical; a warning at half of it.
     pub streak_threshold: u32,
+    /// deloop `noProgressWarningThreshold` (3, 1–1,000,000): in the
+    /// `default` and `strict` profiles, a warning when the previous calls
+    /// of the judged call's tool returned the same result this many times
+    /// in a row with different arguments (the `no_progress` detector).
+    pub no_progress_warning_threshold: u32,
+    /// deloop `noProgressCriticalThreshold` (6, 1–1,000,000; raised above
+    /// the warning threshold): the same, critical.
+    pub no_progress_critical_threshold: u32,
     /// deloop `pollTools` (`["command_status"]`): tools that are always polls.
     pub poll_tools: Vec<String>,
     /// deloop `pollActions` (`["poll", "log"]`): `process` actions that are polls.
@@ -130,6 +142,8 @@ impl Default for Settings {
             post_compaction_window: 3,
             max_cycle_length: 8,
             streak_threshold: 8,
+            no_progress_warning_threshold: same_result::DEFAULT_WARNING,
+            no_progress_critical_threshold: same_result::DEFAULT_CRITICAL,
             poll_tools: vec!["command_status".to_string()],
             poll_actions: vec!["poll".to_string(), "log".to_string()],
             normalisers: Vec::new(),
@@ -210,6 +224,8 @@ const OPENCLAW_KEYS: &[&str] = &[
 const DELOOP_KEYS: &[&str] = &[
     "maxCycleLength",
     "streakThreshold",
+    "noProgressWarningThreshold",
+    "noProgressCriticalThreshold",
     "pollTools",
     "pollActions",
     "volatileKeys",
@@ -484,6 +500,7 @@ fn parse_block(
                     "globalCircuitBreaker",
                     "argumentChurn",
                     "cycle",
+                    "noProgress",
                 ]
                 .contains(&k.as_str())
                 {
@@ -504,6 +521,7 @@ fn parse_block(
             set(&mut det.global_circuit_breaker, "globalCircuitBreaker")?;
             set(&mut det.argument_churn, "argumentChurn")?;
             set(&mut det.cycle, "cycle")?;
+            set(&mut det.no_progress, "noProgress")?;
         }
         Some(v) => {
             return Err(invalid(
@@ -537,6 +555,12 @@ fn parse_block(
     }
     if let Some(n) = positive(block, "streakThreshold", path, 1_000_000)? {
         s.streak_threshold = n;
+    }
+    if let Some(n) = positive(block, "noProgressWarningThreshold", path, 1_000_000)? {
+        s.no_progress_warning_threshold = n;
+    }
+    if let Some(n) = positive(block, "noProgressCriticalThreshold", path, 1_000_000)? {
+        s.no_progress_critical_threshold = n;
     }
     if let Some(n) = positive(block, "maxScopes", path, 10_000_000)? {
         s.max_scopes = n as usize;
@@ -641,6 +665,19 @@ fn parse_block(
             reason: format!("must be above criticalThreshold ({})", s.critical_threshold),
         });
         s.global_circuit_breaker_threshold = to;
+    }
+    if s.no_progress_critical_threshold <= s.no_progress_warning_threshold {
+        let to = s.no_progress_warning_threshold + 1;
+        adjustments.push(Adjustment {
+            key: format!("{path}.noProgressCriticalThreshold"),
+            from: s.no_progress_critical_threshold,
+            to,
+            reason: format!(
+                "must be above noProgressWarningThreshold ({})",
+                s.no_progress_warning_threshold
+            ),
+        });
+        s.no_progress_critical_threshold = to;
     }
     Ok(s)
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::config::{LoopConfig, Settings};
 use super::detectors::compaction::Window;
+use super::detectors::same_result::may_change_state;
 use super::detectors::{decide, Current, Done, Finding, Record, Rules, State, View};
 use super::hashing::{call_digest, digest_str, normalize_tool_name, Canon, Digest};
 use super::outcome::{classify_call, CallKind, OutcomeHasher, PlainHash};
@@ -66,6 +67,8 @@ pub(crate) struct CallKey {
     call: Digest,
     kind: CallKind,
     procedure: Digest,
+    #[serde(default)]
+    changes: bool,
 }
 
 /// The loop guard. See the [module docs](super) for an example.
@@ -198,6 +201,7 @@ impl Guard {
         Rules {
             sticky: deloop,
             cycles: deloop,
+            no_progress: deloop,
         }
     }
 
@@ -240,6 +244,7 @@ impl Guard {
         let tool_arc = intern(tool_names, call.tool, TOOL_NAME_CACHE, normalize_tool_name);
         let tool: &str = &tool_arc;
         let digest = call_digest(tool, call.args);
+        let changes = !shared && may_change_state(tool, call.args);
         let kind = classify_call(
             tool,
             call.args,
@@ -283,6 +288,7 @@ impl Guard {
             tool,
             call: digest,
             kind,
+            turn_seq: scope.turn_seq,
         };
         let finding = decide(in_view, cur, settings, rules);
         let mut verdict = match finding {
@@ -332,6 +338,7 @@ impl Guard {
             procedure,
             call_id: call.call_id.map(Box::from),
             kind,
+            changes,
             state: if verdict.level == Level::Critical {
                 State::Veto
             } else {
@@ -348,6 +355,7 @@ impl Guard {
             call: digest,
             kind,
             procedure,
+            changes,
         };
         (verdict, Some(key))
     }
@@ -397,11 +405,13 @@ impl Guard {
         } else {
             call
         };
+        let changes = self.profile != Profile::OpenClaw && may_change_state(&tool, args);
         Some(CallKey {
             tool,
             call,
             kind,
             procedure,
+            changes,
         })
     }
 
@@ -483,6 +493,7 @@ impl Guard {
                 error: info.error,
                 failure: info.failure_identity,
                 unknown: info.unknown_tool.map(String::into_boxed_str),
+                blank: info.blank,
             })
         };
         let hash = match &state {
@@ -503,6 +514,7 @@ impl Guard {
                     procedure: k.procedure,
                     call_id: outcome.call_id.map(Box::from),
                     kind: k.kind,
+                    changes: k.changes,
                     state,
                     seq: *seq,
                     fp_prefix: None,

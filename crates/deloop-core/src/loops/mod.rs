@@ -4,8 +4,10 @@
 //! * `openclaw` reproduces OpenClaw's `tools.loopDetection` verdicts (level,
 //!   detector and count on every call);
 //! * `default` is deloop's own: OpenClaw's detectors plus back-to-back streaks
-//!   and cycles up to `maxCycleLength` calls, content-based hashing of plain
-//!   results and sticky blocks — never critical while results change;
+//!   and cycles up to `maxCycleLength` calls, `no_progress` (one tool
+//!   returning the same result back to back whatever its arguments),
+//!   content-based hashing of plain results and sticky blocks — never
+//!   critical while results change;
 //! * `strict` adds the anti-loop protocol: the same procedure with the same
 //!   result twice in a row terminates, with a fingerprint
 //!   `AGENT::<agent>::<operation>::<context>::<result-hash>`; calls whose
@@ -261,11 +263,13 @@ pub enum Detector {
     CompactionLoopPersisted,
     /// The strict anti-loop protocol (same procedure, same result, twice in a row).
     AntiLoopProtocol,
+    /// One tool returning the same result back to back, whatever its arguments.
+    NoProgress,
 }
 
 impl Detector {
     /// Every detector, in declaration order.
-    pub const ALL: [Detector; 9] = [
+    pub const ALL: [Detector; 10] = [
         Detector::GenericRepeat,
         Detector::KnownPollNoProgress,
         Detector::PingPong,
@@ -275,6 +279,7 @@ impl Detector {
         Detector::Cycle,
         Detector::CompactionLoopPersisted,
         Detector::AntiLoopProtocol,
+        Detector::NoProgress,
     ];
 
     /// The detector's wire name (`generic_repeat`, …).
@@ -289,6 +294,7 @@ impl Detector {
             Detector::Cycle => "cycle",
             Detector::CompactionLoopPersisted => "compaction_loop_persisted",
             Detector::AntiLoopProtocol => "anti_loop_protocol",
+            Detector::NoProgress => "no_progress",
         }
     }
 }

@@ -24,6 +24,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::config::UserNormaliser;
+use super::detectors::same_result::{says_nothing, value_says_nothing};
 use super::hashing::{
     digest_str, digest_value, write_json_string, write_object, write_value, Canon, Digest,
     HashWriter, Sink,
@@ -177,6 +178,9 @@ pub(crate) struct OutcomeInfo {
     pub failure_identity: Option<Digest>,
     /// The unavailable tool an error names, lower-cased.
     pub unknown_tool: Option<String>,
+    /// A success that says nothing (an empty output, `OK`; see
+    /// [`super::detectors::same_result`]).
+    pub blank: bool,
 }
 
 /// Compiled normalisation rules (compiled lazily, once per guard).
@@ -267,6 +271,7 @@ impl OutcomeHasher {
             veto: false,
             failure_identity: None,
             unknown_tool: None,
+            blank: false,
         };
         let result = match body {
             OutcomeBody::Error(e) => {
@@ -287,6 +292,7 @@ impl OutcomeHasher {
             &owned
         };
         let Value::Object(obj) = result else {
+            info.blank = value_says_nothing(result);
             info.hash = Some(digest_value(result, Canon::Outcome));
             return info;
         };
@@ -302,6 +308,11 @@ impl OutcomeHasher {
             return info;
         }
         let text = extract_text(obj);
+        info.blank = if text.is_empty() {
+            obj.keys().all(|k| k == "content" || k == "details") && details.is_empty()
+        } else {
+            says_nothing(&text)
+        };
         if tool == "exec" {
             if let Some(h) = hash_exec(details, &text) {
                 info.hash = Some(h);
@@ -311,6 +322,7 @@ impl OutcomeHasher {
                     Some(a) if !a.is_empty() => a,
                     _ => &text,
                 };
+                info.blank = says_nothing(output);
                 if let (Some("completed" | "failed"), Some(code)) = (status, exit) {
                     let timed_out = field(details, "timedOut") == Some(&Value::Bool(true));
                     let footer = format!("(Command exited with code {})", fmt_code(code));

@@ -15,7 +15,9 @@
 //! | 9 | `generic_repeat`: not a poll, ≥ `warningThreshold` identical calls in history | warning |
 //!
 //! The `default` and `strict` profiles then add the back-to-back streak and
-//! `cycle` rule (see [`cycle`]), which can only raise the level.
+//! `cycle` rule (see [`cycle`]), then `no_progress` (one tool returning the
+//! same result whatever its arguments, see [`same_result`]); each can only
+//! raise the level.
 
 pub mod argument_churn;
 pub mod compaction;
@@ -23,6 +25,7 @@ pub mod cycle;
 pub mod generic_repeat;
 pub mod no_progress;
 pub mod ping_pong;
+pub mod same_result;
 pub mod unknown_tool;
 
 use std::collections::VecDeque;
@@ -51,6 +54,9 @@ pub(crate) struct Done {
     pub error: bool,
     pub failure: Option<Digest>,
     pub unknown: Option<Box<str>>,
+    /// A success that says nothing (an empty output, `OK`): see [`same_result`].
+    #[serde(default)]
+    pub blank: bool,
 }
 
 /// One call in a scope's history.
@@ -64,6 +70,9 @@ pub(crate) struct Record {
     pub procedure: Digest,
     pub call_id: Option<Box<str>>,
     pub kind: CallKind,
+    /// The call may change state (see [`same_result::may_change_state`]).
+    #[serde(default)]
+    pub changes: bool,
     pub state: State,
     pub seq: u64,
     /// `AGENT::<agent>::<operation>::<context>` (strict profile only).
@@ -129,6 +138,9 @@ pub(crate) struct Current<'a> {
     pub tool: &'a str,
     pub call: Digest,
     pub kind: CallKind,
+    /// The sequence number of the scope's latest user turn: records older
+    /// than it happened before the human spoke.
+    pub turn_seq: u64,
 }
 
 /// A detector's finding.
@@ -150,6 +162,8 @@ pub(crate) struct Rules {
     pub sticky: bool,
     /// Back-to-back streaks and cycles.
     pub cycles: bool,
+    /// `no_progress`: one tool, the same result, whatever the arguments.
+    pub no_progress: bool,
 }
 
 /// Runs the decision table over a scope's history.
@@ -160,20 +174,25 @@ pub(crate) fn decide(
     rules: Rules,
 ) -> Option<Finding> {
     let d = &s.detectors;
-    let base = openclaw_table(history, cur, s, rules);
-    if base.as_ref().is_some_and(|f| f.level == Level::Critical) || !rules.cycles || !d.cycle {
-        return base;
-    }
-    let cyc = if cur.kind.is_poll() {
-        None
-    } else {
-        cycle::detect(history, cur, s)
+    let mut best = openclaw_table(history, cur, s, rules);
+    let raise = |best: &mut Option<Finding>, f: Option<Finding>| {
+        if let Some(f) = f {
+            if best.as_ref().is_none_or(|b| f.level > b.level) {
+                *best = Some(f);
+            }
+        }
     };
-    match (base, cyc) {
-        (_, Some(c)) if c.level == Level::Critical => Some(c),
-        (Some(b), _) => Some(b),
-        (None, c) => c,
+    if rules.cycles && d.cycle && !cur.kind.is_poll() && !is_critical(&best) {
+        raise(&mut best, cycle::detect(history, cur, s));
     }
+    if rules.no_progress && d.no_progress && !is_critical(&best) {
+        raise(&mut best, same_result::detect(history, cur, s));
+    }
+    best
+}
+
+fn is_critical(f: &Option<Finding>) -> bool {
+    f.as_ref().is_some_and(|f| f.level == Level::Critical)
 }
 
 fn openclaw_table(
