@@ -192,6 +192,23 @@ fn an_edit_retried_with_other_old_strings_gets_the_same_error() {
 }
 
 #[test]
+fn an_edit_error_that_echoes_each_old_string_is_still_the_same_error() {
+    let steps: Vec<Step> = (0..8)
+        .map(|i| {
+            let old = format!("def handler(request{}):", " ".repeat(i));
+            (
+                "str_replace_editor",
+                json!({"command": "str_replace", "path": "/w/app.py", "old_str": old, "new_str": "def handler(req):"}),
+                Err(format!(
+                    "No replacement was performed, old_str `{old}` did not appear verbatim in /w/app.py."
+                )),
+            )
+        })
+        .collect();
+    assert_caught("echoed old_str", &steps);
+}
+
+#[test]
 fn retries_with_different_sleeps_get_connection_refused_every_time() {
     let steps: Vec<Step> = [1, 2, 5, 10, 15, 30, 60, 120]
         .iter()

@@ -494,6 +494,7 @@ impl Guard {
                 failure: info.failure_identity,
                 unknown: info.unknown_tool.map(String::into_boxed_str),
                 blank: info.blank,
+                error_shape: info.error_shape,
             })
         };
         let hash = match &state {

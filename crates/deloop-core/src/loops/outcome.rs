@@ -181,6 +181,10 @@ pub(crate) struct OutcomeInfo {
     /// A success that says nothing (an empty output, `OK`; see
     /// [`super::detectors::same_result`]).
     pub blank: bool,
+    /// An error's shape: its text with quoted spans masked (`None` when it
+    /// has none), so an error that echoes the call's arguments is the same
+    /// error for [`super::detectors::same_result`].
+    pub error_shape: Option<Digest>,
 }
 
 /// Compiled normalisation rules (compiled lazily, once per guard).
@@ -272,6 +276,7 @@ impl OutcomeHasher {
             failure_identity: None,
             unknown_tool: None,
             blank: false,
+            error_shape: None,
         };
         let result = match body {
             OutcomeBody::Error(e) => {
@@ -280,6 +285,7 @@ impl OutcomeHasher {
                 info.no_progress = true;
                 info.unknown_tool = self.unknown_tool_name(&text);
                 info.hash = Some(digest_str(&text, Canon::Outcome).tagged("error"));
+                info.error_shape = error_shape(&text);
                 return info;
             }
             OutcomeBody::Result(v) => v,
@@ -413,6 +419,38 @@ impl OutcomeHasher {
         info.hash = Some(w.finish());
         info
     }
+}
+
+/// The digest of an error text with every quoted span (`` `…` ``,
+/// `'…'`, `"…"`, on one line, at most 2,000 bytes) masked; `None` when the
+/// text has no quoted span. ``old_str `x` did not appear`` and
+/// ``old_str `y` did not appear`` share a shape.
+pub(crate) fn error_shape(text: &str) -> Option<Digest> {
+    const MAX_SPAN: usize = 2000;
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let (mut i, mut masked) = (0, false);
+    while i < b.len() {
+        let q = b[i];
+        if matches!(q, b'`' | b'\'' | b'"') {
+            let end = b[i + 1..]
+                .iter()
+                .take(MAX_SPAN)
+                .position(|&c| c == q || c == b'\n')
+                .map(|p| i + 1 + p);
+            // An apostrophe inside a word (`don't`) opens no quote.
+            let word_inside = q == b'\'' && i > 0 && b[i - 1].is_ascii_alphanumeric();
+            if let Some(e) = end.filter(|&e| b[e] == q && !word_inside) {
+                out.extend_from_slice(&[q, b'#', q]);
+                i = e + 1;
+                masked = true;
+                continue;
+            }
+        }
+        out.push(q);
+        i += 1;
+    }
+    masked.then(|| digest_str(&String::from_utf8_lossy(&out), Canon::Outcome).tagged("error-shape"))
 }
 
 fn canon_text(text: &str) -> Cow<'_, str> {

@@ -57,6 +57,9 @@ pub(crate) struct Done {
     /// A success that says nothing (an empty output, `OK`): see [`same_result`].
     #[serde(default)]
     pub blank: bool,
+    /// An error with its quoted spans masked (see [`same_result`]).
+    #[serde(default)]
+    pub error_shape: Option<Digest>,
 }
 
 /// One call in a scope's history.

@@ -9,9 +9,11 @@
 //! every time. The rule, read from the newest call back:
 //!
 //! * the tail is the run of back-to-back calls of the judged call's tool
-//!   whose outcomes are identical (same normalised digest, or the same
-//!   `exec` failure identity); any other tool's call, a different outcome,
-//!   or a new user turn ends it (something else happened);
+//!   whose outcomes are identical (same normalised digest, the same `exec`
+//!   failure identity, or errors that differ only inside quotes, which is
+//!   where an error echoes the call's arguments: ``old_str `x` did not
+//!   appear``); any other tool's call, a different outcome, or a new user
+//!   turn ends it (something else happened);
 //! * an outcome that says nothing also ends it: a success with fewer than
 //!   [`MIN_INFORMATIVE_CHARS`] letters and digits once markup tags and the
 //!   exit-code footer are removed (an empty output, `OK`, `<returncode>0</returncode>`),
@@ -51,7 +53,9 @@ pub const DEFAULT_CRITICAL: u32 = 6;
 pub const MIN_INFORMATIVE_CHARS: usize = 8;
 
 fn same(a: &Done, b: &Done) -> bool {
-    a.hash == b.hash || (a.failure.is_some() && a.failure == b.failure)
+    a.hash == b.hash
+        || (a.failure.is_some() && a.failure == b.failure)
+        || (a.error_shape.is_some() && a.error_shape == b.error_shape)
 }
 
 /// Does this outcome count as evidence (see the module docs)?
@@ -242,8 +246,8 @@ pub(crate) fn may_change_state(tool: &str, args: &Value) -> bool {
     if verb.is_some_and(|v| READ_VERBS.contains(&v.trim().to_ascii_lowercase().as_str())) {
         return false;
     }
-    let name = tool.to_ascii_lowercase();
-    WRITE_WORDS.iter().any(|w| name.contains(w))
+    // Tool names reach here normalised (lower-cased).
+    WRITE_WORDS.iter().any(|w| tool.contains(w))
 }
 
 fn command_writes(cmd: &str) -> bool {
@@ -336,6 +340,35 @@ mod tests {
         assert!(value_says_nothing(&json!([])));
         assert!(value_says_nothing(&json!(null)));
         assert!(!value_says_nothing(&json!([{"id": 1}])));
+    }
+
+    #[test]
+    fn errors_that_differ_only_inside_quotes_share_a_shape() {
+        use crate::loops::outcome::error_shape;
+        let a = error_shape(
+            "No replacement was performed, old_str `fn a()` did not appear verbatim in /w/x.py.",
+        );
+        let b = error_shape(
+            "No replacement was performed, old_str `fn  b( )` did not appear verbatim in /w/x.py.",
+        );
+        assert!(a.is_some());
+        assert_eq!(a, b);
+        assert_eq!(
+            error_shape("Unknown column 'nme' in 'field list'"),
+            error_shape("Unknown column 'name_' in 'field list'")
+        );
+        // Outside the quotes the texts must agree.
+        assert_ne!(
+            error_shape("old_str `x` did not appear in /w/x.py"),
+            error_shape("old_str `x` did not appear in /w/y.py")
+        );
+        // No quoted span, no shape; an apostrophe in a word opens no quote.
+        assert_eq!(error_shape("connection refused"), None);
+        assert_eq!(error_shape("can't connect, don't retry"), None);
+        // Unterminated quotes and hostile input.
+        for t in ["`", "'a", "\"\n\"", "é`é`é", ""] {
+            let _ = error_shape(t);
+        }
     }
 
     #[test]
