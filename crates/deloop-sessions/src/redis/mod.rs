@@ -51,7 +51,10 @@ use connection::{redact, LazyConn};
 use scripts::Scripts;
 
 /// The saved-state format this build writes and reads (first byte).
-const SNAPSHOT_FORMAT: u8 = 1;
+/// postcard is not self-describing: any change to the guard's saved
+/// records changes the format. 2: records carry `changes`, outcomes
+/// `blank` (the `no_progress` detector).
+const SNAPSHOT_FORMAT: u8 = 2;
 
 /// How a [`RedisStore`] connects and bounds what it keeps.
 #[derive(Debug, Clone)]
