@@ -107,6 +107,14 @@ pub struct ProxySettings {
     /// parsed JSON takes many times its size); a larger one is refused with
     /// 413 while `tool_loops` is on. Default 8 MiB (64 KiB to 1 GiB).
     pub max_history_bytes: usize,
+    /// What the proxy does with looped assistant text sent back in a
+    /// request's history (an auto-continued answer, an Anthropic prefill,
+    /// echoed reasoning), which would prime the model to loop again
+    /// (`DELOOP_PROXY_HISTORY_LOOPS`): `clamp` (forward it with the guard's
+    /// marker in place of the repeats), `pass` (forward it as sent, report
+    /// it in the headers) or `reject` (answer 400 naming the message).
+    /// Default `clamp`. Requests over `max_history_bytes` are not read.
+    pub history_loops: String,
     /// Client connections: deadlines and the cap (`[proxy.connections]`).
     pub connections: crate::ConnectionSettings,
 }
@@ -135,10 +143,14 @@ impl Default for ProxySettings {
             log_format: "text".into(),
             shutdown_grace_secs: 30,
             max_history_bytes: 8 << 20,
+            history_loops: "clamp".into(),
             connections: crate::ConnectionSettings::default(),
         }
     }
 }
+
+/// The values of `proxy.history_loops`.
+pub const HISTORY_LOOP_ACTIONS: &[&str] = &["clamp", "pass", "reject"];
 
 /// The values of `proxy.tool_loops`.
 pub const TOOL_LOOP_ACTIONS: &[&str] = &["off", "observe", "warn", "block"];
@@ -194,6 +206,9 @@ impl ProxySettings {
         }
         if let Some(v) = get("DELOOP_PROXY_TOOL_LOOPS") {
             self.tool_loops = v.trim().to_ascii_lowercase();
+        }
+        if let Some(v) = get("DELOOP_PROXY_HISTORY_LOOPS") {
+            self.history_loops = v.trim().to_ascii_lowercase();
         }
         if let Some(v) = get("DELOOP_PROXY_CONCURRENCY_LIMIT") {
             self.concurrency_limit = parse_num("DELOOP_PROXY_CONCURRENCY_LIMIT", &v)?;
@@ -281,6 +296,16 @@ impl ProxySettings {
                     "{:?} is not one of {}",
                     self.stop_reason,
                     STOP_REASONS.join(", ")
+                ),
+            });
+        }
+        if !HISTORY_LOOP_ACTIONS.contains(&self.history_loops.as_str()) {
+            return Err(SettingsError {
+                key: "proxy.history_loops",
+                message: format!(
+                    "{:?} is not one of {}",
+                    self.history_loops,
+                    HISTORY_LOOP_ACTIONS.join(", ")
                 ),
             });
         }
@@ -454,6 +479,7 @@ mod tests {
             ("DELOOP_PROXY_FINISH_REASON", "loop", "proxy.finish_reason"),
             ("DELOOP_PROXY_STOP_REASON", "stop", "proxy.stop_reason"),
             ("DELOOP_PROXY_TOOL_LOOPS", "kill", "proxy.tool_loops"),
+            ("DELOOP_PROXY_HISTORY_LOOPS", "drop", "proxy.history_loops"),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
             ("DELOOP_PROXY_LOOP_PROFILE", "lenient", "proxy.loop_profile"),

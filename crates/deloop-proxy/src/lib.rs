@@ -39,6 +39,7 @@ pub mod anthropic_stream;
 pub mod api;
 pub mod feed;
 pub mod guard;
+pub mod history_text;
 pub mod json_closer;
 pub mod json_reply;
 pub mod layers;

@@ -327,6 +327,13 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     let exact = flag(&parts.headers, EXACT_HEADER);
     let mut bytes = bytes;
     let mut marks = LoopMarks::default();
+    if matches!(route, Route::Chat | Route::Messages) && info.is_some() {
+        match looped_history(&state, api, &bytes, &mut marks).await {
+            Ok(Some(clamped)) => bytes = clamped,
+            Ok(None) => {}
+            Err(res) => return *res,
+        }
+    }
     let tools = match (route, state.tool_loops(), &info) {
         (Route::Chat | Route::Messages, Some((action, judge)), Some(_)) => {
             let replayed = match replay_history(&state, api, action, judge, &bytes).await {
@@ -414,6 +421,62 @@ async fn guarded(state: ProxyState, route: Route, req: Request) -> Response {
     } else {
         guarded_reply(&state, route, &info, exact, resp, tools, marks).await
     }
+}
+
+/// Looped assistant text in a request's history (`proxy.history_loops`):
+/// found on a blocking thread (bodies within `proxy.max_history_bytes`),
+/// reported in `x-deloop-history-loops` (`clamped`, `passed`) and
+/// `x-deloop-history-loops-at` (the fields), and clamped, passed or
+/// refused. `Ok(Some(body))`: forward this body instead.
+async fn looped_history(
+    state: &ProxyState,
+    api: Api,
+    bytes: &Bytes,
+    marks: &mut LoopMarks,
+) -> Result<Option<Bytes>, Box<Response>> {
+    use crate::history_text::{scan, HistoryLoopAction};
+    let s = state.settings();
+    let action = HistoryLoopAction::parse(&s.history_loops).unwrap_or(HistoryLoopAction::Clamp);
+    if bytes.len() > s.max_history_bytes {
+        return Ok(None);
+    }
+    let config = state.0.clamp.clone();
+    let body = bytes.clone();
+    let rewrite = action == HistoryLoopAction::Clamp;
+    let scanned = tokio::task::spawn_blocking(move || scan(api, &body, &config, rewrite))
+        .await
+        .unwrap_or_default();
+    if scanned.found.is_empty() {
+        return Ok(None);
+    }
+    let at: Vec<String> = scanned.found.iter().map(|f| f.describe()).collect();
+    tracing::info!(found = %at.join("; "), action = %s.history_loops, "looped text in the request's history");
+    if action == HistoryLoopAction::Reject {
+        return Err(Box::new(
+            ProxyError::new(
+                api,
+                StatusCode::BAD_REQUEST,
+                "history_loop",
+                format!(
+                    "the request's history holds looped assistant text: {}; send it without \
+                     the repeats, or let the proxy clamp them (proxy.history_loops = \"clamp\")",
+                    at.join("; ")
+                ),
+            )
+            .into_response(),
+        ));
+    }
+    let fields: Vec<String> = scanned
+        .found
+        .iter()
+        .map(|f| format!("messages[{}].{}", f.message, f.field))
+        .collect();
+    marks.header("x-deloop-history-loops-at", &fields.join(", "));
+    marks.header(
+        "x-deloop-history-loops",
+        if rewrite { "clamped" } else { "passed" },
+    );
+    Ok(scanned.body.map(Bytes::from))
 }
 
 /// A request's history, replayed: the history, the verdict on its latest
