@@ -5,8 +5,8 @@
 use deloop_core::repetition::{ClampConfig, Detector, GuardedStream};
 use serde::Serialize;
 
-use crate::json_closer::JsonCloser;
 use crate::json_reply::{JsonReport, JsonSpec};
+use deloop_core::rescue::JsonCloser;
 
 /// Bytes of one text channel a guard watches before it is restarted. A
 /// guard's state grows with the text it has read (about 14% of it), so a

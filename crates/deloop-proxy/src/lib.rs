@@ -40,7 +40,12 @@ pub mod api;
 pub mod feed;
 pub mod guard;
 pub mod history_text;
-pub mod json_closer;
+/// Closing a JSON document that a cut left unfinished: the core's
+/// [`deloop_core::rescue::JsonCloser`], re-exported where it used to live.
+pub mod json_closer {
+    pub use deloop_core::rescue::JsonCloser;
+    pub use deloop_core::rescue::MAX_CLOSER_DEPTH as MAX_DEPTH;
+}
 pub mod json_reply;
 pub mod layers;
 pub mod litellm;

@@ -45,6 +45,7 @@ pub mod normalise;
 pub mod outcome;
 pub mod profile;
 pub mod replay;
+pub mod reply_calls;
 pub mod strict;
 pub mod transcript;
 
@@ -265,11 +266,14 @@ pub enum Detector {
     AntiLoopProtocol,
     /// One tool returning the same result back to back, whatever its arguments.
     NoProgress,
+    /// One reply asking for the same call (tool and arguments) many times
+    /// in parallel ([`reply_calls`]).
+    IdenticalReplyCalls,
 }
 
 impl Detector {
     /// Every detector, in declaration order.
-    pub const ALL: [Detector; 10] = [
+    pub const ALL: [Detector; 11] = [
         Detector::GenericRepeat,
         Detector::KnownPollNoProgress,
         Detector::PingPong,
@@ -280,6 +284,7 @@ impl Detector {
         Detector::CompactionLoopPersisted,
         Detector::AntiLoopProtocol,
         Detector::NoProgress,
+        Detector::IdenticalReplyCalls,
     ];
 
     /// The detector's wire name (`generic_repeat`, …).
@@ -295,6 +300,7 @@ impl Detector {
             Detector::CompactionLoopPersisted => "compaction_loop_persisted",
             Detector::AntiLoopProtocol => "anti_loop_protocol",
             Detector::NoProgress => "no_progress",
+            Detector::IdenticalReplyCalls => "identical_reply_calls",
         }
     }
 }

@@ -51,6 +51,7 @@ mod substring;
 #[cfg(test)]
 mod test_cases;
 mod text;
+mod tool_args;
 mod words;
 
 pub use bounds::OutOfBounds;
@@ -60,6 +61,7 @@ pub use config::{
 pub use guarded::{Forward, GuardedCut, GuardedStream, InvalidUtf8};
 pub use settings::{settings, SettingsError};
 pub use stream::{StreamCut, StreamWatcher};
+pub use tool_args::{ArgsChannel, ArgsCut, ToolArgsWatcher, MAX_WATCHED_ARGS_BYTES};
 
 use serde::Serialize;
 

@@ -19,6 +19,7 @@
 //! assert!(got.repairs.contains(&Repair::EscapedInnerQuote));
 //! ```
 
+mod closer;
 mod error;
 mod number;
 mod parser;
@@ -30,6 +31,7 @@ mod strings;
 mod tail;
 mod tree;
 
+pub use closer::{JsonCloser, MAX_DEPTH as MAX_CLOSER_DEPTH};
 pub use error::RescueError;
 pub use partial::{partial_string, PartialExtractor};
 

@@ -1,6 +1,6 @@
 //! Closing a JSON document that a cut left unfinished.
 //!
-//! When the proxy cuts a streamed reply to a request that asked for JSON,
+//! When a guard (the proxy, say) cuts a streamed reply to a request that asked for JSON,
 //! the client already holds a prefix of the document and nothing can be
 //! taken back. [`JsonCloser`] follows the forwarded text byte by byte (a
 //! pushdown automaton with an explicit stack, O(1) per byte) and, at the
@@ -10,7 +10,7 @@
 //! closes every open array and object.
 //!
 //! ```
-//! use deloop_proxy::json_closer::JsonCloser;
+//! use deloop_core::rescue::JsonCloser;
 //! let mut c = JsonCloser::new();
 //! c.push(r#"{"items": ["a", "b", "#);
 //! assert_eq!(c.closing().as_deref(), Some("null]}"));
@@ -137,6 +137,18 @@ impl JsonCloser {
             State::Number(phase) => self.stack.is_empty() && !phase.needs_digit(),
             _ => false,
         }
+    }
+
+    /// True inside a string value (not a key), between two characters (not
+    /// in an escape): a marker written here stays part of that value.
+    pub fn in_value_string(&self) -> bool {
+        matches!(
+            self.state,
+            State::Str {
+                key: false,
+                high: false
+            }
+        )
     }
 
     /// Reads more of the text.
