@@ -115,6 +115,14 @@ pub struct ProxySettings {
     /// it in the headers) or `reject` (answer 400 naming the message).
     /// Default `clamp`. Requests over `max_history_bytes` are not read.
     pub history_loops: String,
+    /// What the proxy does with a tool call whose arguments loop while
+    /// they stream (or one reply asking for the same call many times), once
+    /// it has cut the reply and dropped the upstream
+    /// (`DELOOP_PROXY_TOOL_ARGS_LOOPS`): `drop` (the looping call is
+    /// removed; the agent does not run it), `close` (its arguments end
+    /// where the loop was seen, with the guard's marker, closed into valid
+    /// JSON) or `off` (arguments are not watched). Default `drop`.
+    pub tool_args_loops: String,
     /// Client connections: deadlines and the cap (`[proxy.connections]`).
     pub connections: crate::ConnectionSettings,
 }
@@ -144,6 +152,7 @@ impl Default for ProxySettings {
             shutdown_grace_secs: 30,
             max_history_bytes: 8 << 20,
             history_loops: "clamp".into(),
+            tool_args_loops: "drop".into(),
             connections: crate::ConnectionSettings::default(),
         }
     }
@@ -151,6 +160,9 @@ impl Default for ProxySettings {
 
 /// The values of `proxy.history_loops`.
 pub const HISTORY_LOOP_ACTIONS: &[&str] = &["clamp", "pass", "reject"];
+
+/// The values of `proxy.tool_args_loops`.
+pub const TOOL_ARGS_LOOP_ACTIONS: &[&str] = &["drop", "close", "off"];
 
 /// The values of `proxy.tool_loops`.
 pub const TOOL_LOOP_ACTIONS: &[&str] = &["off", "observe", "warn", "block"];
@@ -209,6 +221,9 @@ impl ProxySettings {
         }
         if let Some(v) = get("DELOOP_PROXY_HISTORY_LOOPS") {
             self.history_loops = v.trim().to_ascii_lowercase();
+        }
+        if let Some(v) = get("DELOOP_PROXY_TOOL_ARGS_LOOPS") {
+            self.tool_args_loops = v.trim().to_ascii_lowercase();
         }
         if let Some(v) = get("DELOOP_PROXY_CONCURRENCY_LIMIT") {
             self.concurrency_limit = parse_num("DELOOP_PROXY_CONCURRENCY_LIMIT", &v)?;
@@ -306,6 +321,16 @@ impl ProxySettings {
                     "{:?} is not one of {}",
                     self.history_loops,
                     HISTORY_LOOP_ACTIONS.join(", ")
+                ),
+            });
+        }
+        if !TOOL_ARGS_LOOP_ACTIONS.contains(&self.tool_args_loops.as_str()) {
+            return Err(SettingsError {
+                key: "proxy.tool_args_loops",
+                message: format!(
+                    "{:?} is not one of {}",
+                    self.tool_args_loops,
+                    TOOL_ARGS_LOOP_ACTIONS.join(", ")
                 ),
             });
         }
@@ -445,7 +470,13 @@ mod tests {
         assert_eq!(s.finish_reason, "stop");
         assert_eq!(s.stop_reason, "end_turn");
         assert_eq!(s.tool_loops, "block");
+        assert_eq!(s.tool_args_loops, "drop");
         assert!(s.upstream_url().is_err(), "no upstream by default");
+        let mut s = ProxySettings::default();
+        s.apply_env(env(&[("DELOOP_PROXY_TOOL_ARGS_LOOPS", " Close ")]))
+            .unwrap();
+        assert_eq!(s.tool_args_loops, "close");
+        s.validate().unwrap();
     }
 
     #[test]
@@ -480,6 +511,7 @@ mod tests {
             ("DELOOP_PROXY_STOP_REASON", "stop", "proxy.stop_reason"),
             ("DELOOP_PROXY_TOOL_LOOPS", "kill", "proxy.tool_loops"),
             ("DELOOP_PROXY_HISTORY_LOOPS", "drop", "proxy.history_loops"),
+            ("DELOOP_PROXY_TOOL_ARGS_LOOPS", "cut", "proxy.tool_args_loops"),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
             ("DELOOP_PROXY_LOOP_PROFILE", "lenient", "proxy.loop_profile"),
