@@ -511,7 +511,11 @@ mod tests {
             ("DELOOP_PROXY_STOP_REASON", "stop", "proxy.stop_reason"),
             ("DELOOP_PROXY_TOOL_LOOPS", "kill", "proxy.tool_loops"),
             ("DELOOP_PROXY_HISTORY_LOOPS", "drop", "proxy.history_loops"),
-            ("DELOOP_PROXY_TOOL_ARGS_LOOPS", "cut", "proxy.tool_args_loops"),
+            (
+                "DELOOP_PROXY_TOOL_ARGS_LOOPS",
+                "cut",
+                "proxy.tool_args_loops",
+            ),
             ("DELOOP_PROXY_UPSTREAM", "ftp://x", "proxy.upstream"),
             ("DELOOP_PROXY_LISTEN", "nowhere", "proxy.listen"),
             ("DELOOP_PROXY_LOOP_PROFILE", "lenient", "proxy.loop_profile"),

@@ -56,6 +56,7 @@ pub mod request;
 pub mod routes;
 pub mod sse;
 pub mod state;
+pub mod tool_args;
 pub mod tool_loops;
 pub mod tool_reply;
 pub mod tool_stream;

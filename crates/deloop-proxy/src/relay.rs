@@ -207,6 +207,9 @@ impl GuardedRelay {
 
     fn count_cuts(&mut self) {
         if let Some(tools) = &mut self.tools {
+            for c in tools.take_cuts() {
+                crate::tool_args::log_cut(&c, self.metrics.as_deref());
+            }
             for f in tools.take_found() {
                 crate::tool_loops::log_found(
                     "reply",

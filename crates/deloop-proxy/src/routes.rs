@@ -18,11 +18,12 @@ use crate::openai_stream::{Kind, OpenAiStream};
 use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
 use crate::request::{self, RequestInfo};
 use crate::state::ProxyState;
+use crate::tool_args;
 use crate::tool_loops::{
     append_message, log_found, note_message, warning_note, History, LoopJudge, ToolLoopAction,
 };
 use crate::tool_reply;
-use crate::tool_stream::ToolStream;
+use crate::tool_stream::{ArgsWatch, Judging, ToolStream};
 use crate::upstream::response_headers;
 
 /// The header that turns exact mode on for one request.
@@ -635,9 +636,27 @@ fn guarded_stream(
         Some(state.metrics().clone()),
     )
     .with_feed(state.feed(info.model.as_deref()));
-    let relay = match tools {
-        Some(t) => relay.with_tools(ToolStream::new(route.api(), t.judge, t.history, t.block)),
-        None => relay,
+    let judging = tools.map(|t| Judging {
+        judge: t.judge,
+        history: t.history,
+        block: t.block,
+    });
+    let args = state.tool_args().map(|action| ArgsWatch {
+        action,
+        config: state.clamp().clone(),
+        end_reason: end_reason(state, route.api()).to_string(),
+    });
+    let calls = matches!(route, Route::Chat | Route::Messages);
+    let relay = if calls && (judging.is_some() || args.is_some()) {
+        relay.with_tools(ToolStream::new(
+            route.api(),
+            judging,
+            args,
+            info.n,
+            info.include_usage,
+        ))
+    } else {
+        relay
     };
     let mut res = Response::new(relay.into_body());
     *res.status_mut() = status;
@@ -717,6 +736,26 @@ async fn guarded_reply(
     }
     let mut rewritten = guarded.body.is_some();
     let mut body: Bytes = guarded.body.unwrap_or(body);
+    if let Some(action) = state.tool_args() {
+        let end = end_reason(state, api);
+        let cut = match route {
+            Route::Chat => tool_args::guard_openai(&body, action, state.clamp(), end),
+            Route::Messages => tool_args::guard_anthropic(&body, action, state.clamp(), end),
+            Route::Completions => Default::default(),
+        };
+        for c in &cut.cuts {
+            crate::tool_args::log_cut(c, Some(state.metrics()));
+        }
+        if let Some(c) = cut.cuts.first() {
+            for (name, value) in c.headers() {
+                marks.header(name, &value);
+            }
+        }
+        if let Some(b) = cut.body {
+            body = b;
+            rewritten = true;
+        }
+    }
     if let Some(t) = tools {
         let judged = match route {
             Route::Chat => tool_reply::guard_openai(&body, &t.judge, &t.history, t.block),

@@ -104,6 +104,17 @@ impl ProxyState {
         self.0.loops.as_ref().map(|(a, j)| (*a, j))
     }
 
+    /// What happens to a tool call whose arguments loop (`None`:
+    /// `proxy.tool_args_loops = "off"`).
+    pub fn tool_args(&self) -> Option<crate::tool_args::ArgsAction> {
+        crate::tool_args::ArgsAction::parse(&self.0.settings.tool_args_loops)
+    }
+
+    /// The text guards' configuration (`[guards.clamp]`).
+    pub fn clamp(&self) -> &deloop_core::repetition::ClampConfig {
+        &self.0.clamp
+    }
+
     /// The settings.
     pub fn settings(&self) -> &ProxySettings {
         &self.0.settings

@@ -53,8 +53,16 @@ impl OpenAiCalls {
     /// Reads one delta's `tool_calls` value (anything that is not an array
     /// of objects is ignored).
     pub fn push(&mut self, tool_calls: &Value) {
+        self.push_tracked(tool_calls);
+    }
+
+    /// As [`OpenAiCalls::push`], and says where each element went:
+    /// `(position of the element in the array, position of its call)`
+    /// (elements ignored are not listed).
+    pub fn push_tracked(&mut self, tool_calls: &Value) -> Vec<(usize, usize)> {
+        let mut went = Vec::new();
         let Some(list) = tool_calls.as_array() else {
-            return;
+            return went;
         };
         for (pos, d) in list.iter().enumerate() {
             if !d.is_object() {
@@ -86,6 +94,7 @@ impl OpenAiCalls {
                     self.calls.len() - 1
                 }
             };
+            went.push((pos, i));
             let call = &mut self.calls[i];
             if call.id.is_none() {
                 call.id = id.map(String::from);
@@ -104,11 +113,50 @@ impl OpenAiCalls {
                 _ => {}
             }
         }
+        went
     }
 
     /// True when no call was seen.
     pub fn is_empty(&self) -> bool {
         self.calls.is_empty()
+    }
+
+    /// The name of the call at position `pos`, as it stands.
+    pub fn name(&self, pos: usize) -> &str {
+        self.calls.get(pos).map_or("", |c| c.name.as_str())
+    }
+
+    /// The argument text of the call at position `pos`, as received.
+    pub fn args_text(&self, pos: usize) -> &str {
+        self.calls.get(pos).map_or("", |c| c.args.as_str())
+    }
+
+    /// Calls seen so far.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The call at position `pos`, as it stands.
+    pub fn call(&self, pos: usize) -> Option<ReplyCall> {
+        self.calls.get(pos).map(|c| ReplyCall {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            args: parse_args(&c.args),
+        })
+    }
+
+    /// Forgets the calls from position `pos` on (they were cut out of the
+    /// reply).
+    pub fn truncate(&mut self, pos: usize) {
+        self.calls.truncate(pos);
+    }
+
+    /// Replaces the argument text of the call at `pos` (its arguments were
+    /// closed after a cut).
+    pub fn set_args(&mut self, pos: usize, args: String) {
+        if let Some(c) = self.calls.get_mut(pos) {
+            c.args = args;
+        }
     }
 
     /// The calls, in the order they started.
@@ -223,6 +271,57 @@ impl AnthropicCalls {
     /// True when a `tool_use` block was seen.
     pub fn is_empty(&self) -> bool {
         self.calls.is_empty()
+    }
+
+    /// The call of the `tool_use` block at `index`, as it stands.
+    pub fn call_at(&self, index: u64) -> Option<ReplyCall> {
+        let (p, input, streamed) = self.calls.iter().rev().find(|c| c.0.index == Some(index))?;
+        Some(ReplyCall {
+            id: p.id.clone(),
+            name: p.name.clone(),
+            args: if *streamed {
+                parse_args(&p.args)
+            } else {
+                match input {
+                    Value::Null => json!({}),
+                    v => v.clone(),
+                }
+            },
+        })
+    }
+
+    /// The tool of the `tool_use` block at `index`, when it is one.
+    pub fn name_at(&self, index: u64) -> Option<&str> {
+        let c = self.calls.iter().rev().find(|c| c.0.index == Some(index))?;
+        Some(c.0.name.as_str())
+    }
+
+    /// The argument text of the block at `index`, as streamed.
+    pub fn args_text_at(&self, index: u64) -> &str {
+        self.calls
+            .iter()
+            .rev()
+            .find(|c| c.0.index == Some(index))
+            .map_or("", |c| c.0.args.as_str())
+    }
+
+    /// Forgets the `tool_use` block at `index` (dropped after a cut).
+    pub fn remove(&mut self, index: u64) {
+        self.calls.retain(|c| c.0.index != Some(index));
+    }
+
+    /// Replaces the argument text of the block at `index` (closed after a
+    /// cut).
+    pub fn set_args(&mut self, index: u64, args: String) {
+        if let Some(c) = self
+            .calls
+            .iter_mut()
+            .rev()
+            .find(|c| c.0.index == Some(index))
+        {
+            c.0.args = args;
+            c.2 = true;
+        }
     }
 
     /// The block indexes of the `tool_use` blocks.
