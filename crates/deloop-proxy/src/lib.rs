@@ -49,6 +49,7 @@ pub mod json_closer {
 pub mod json_reply;
 pub mod layers;
 pub mod litellm;
+mod marks;
 pub mod openai_stream;
 pub mod relay;
 pub mod reply;

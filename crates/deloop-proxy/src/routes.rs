@@ -18,6 +18,7 @@ use crate::openai_stream::{Kind, OpenAiStream};
 use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
 use crate::request::{self, RequestInfo};
 use crate::state::ProxyState;
+use crate::marks::LoopMarks;
 use crate::tool_args;
 use crate::tool_loops::{
     append_message, log_found, note_message, warning_note, History, LoopJudge, ToolLoopAction,
@@ -558,40 +559,6 @@ struct Tools {
     block: bool,
     judge: LoopJudge,
     history: History,
-}
-
-/// The `x-deloop-*` headers of the tool-loop check.
-#[derive(Default)]
-struct LoopMarks {
-    headers: Vec<(&'static str, String)>,
-    actions: Vec<&'static str>,
-}
-
-impl LoopMarks {
-    fn header(&mut self, name: &'static str, value: &str) {
-        self.headers.push((name, value.to_string()));
-    }
-
-    fn action(&mut self, a: &'static str) {
-        if !self.actions.contains(&a) {
-            self.actions.push(a);
-        }
-    }
-
-    fn apply(self, mut res: Response) -> Response {
-        let h = res.headers_mut();
-        for (name, value) in self.headers {
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                h.insert(name, v);
-            }
-        }
-        if !self.actions.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&self.actions.join(", ")) {
-                h.insert("x-deloop-loop-action", v);
-            }
-        }
-        res
-    }
 }
 
 fn end_reason(state: &ProxyState, api: Api) -> &str {
