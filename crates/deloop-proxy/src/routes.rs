@@ -14,11 +14,11 @@ use futures_util::StreamExt;
 
 use crate::anthropic_stream::AnthropicStream;
 use crate::api::{causes, Api, ProxyError};
+use crate::marks::LoopMarks;
 use crate::openai_stream::{Kind, OpenAiStream};
 use crate::relay::{pass_through_body, read_body, GuardedRelay, ReadError, StreamGuard};
 use crate::request::{self, RequestInfo};
 use crate::state::ProxyState;
-use crate::marks::LoopMarks;
 use crate::tool_args;
 use crate::tool_loops::{
     append_message, log_found, note_message, warning_note, History, LoopJudge, ToolLoopAction,

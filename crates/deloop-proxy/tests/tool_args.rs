@@ -343,23 +343,34 @@ async fn figure_bytes_past_the_loop_start() {
     ])
     .await;
     let proxy = start(&fake, "close", "block").await;
+    let probe = fake.probe();
     let (_, body) = post(&format!("{}/v1/chat/completions", proxy.url), chat(true)).await;
     let openai = past_start(&streamed_args(&body)[1]);
+    let openai_cut = objects(&body).pop().unwrap()["deloop"]["tool_call_cut"].clone();
+    assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst) == 1).await);
+    let openai_sent = probe.sent.load(Ordering::SeqCst);
     let (_, body) = post(&format!("{}/v1/messages", proxy.url), messages(true)).await;
-    let input: String = events(&body)
+    let objs: Vec<Value> = events(&body)
         .iter()
         .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+        .collect();
+    let input: String = objs
+        .iter()
         .filter(|v| v["index"] == 1)
         .filter_map(|v| v["delta"]["partial_json"].as_str().map(String::from))
         .collect();
     let anthropic = past_start(&input);
-    let upstream = fake.probe().sent.load(Ordering::SeqCst);
+    let anthropic_cut = objs.iter().find(|v| v["type"] == "message_delta").unwrap()["deloop"]
+        ["tool_call_cut"]
+        .clone();
+    assert!(eventually(|| probe.dropped_early.load(Ordering::SeqCst) == 2).await);
+    let anthropic_sent = probe.sent.load(Ordering::SeqCst) - openai_sent;
     println!(
-        "figure: bytes past the loop's start received by the client (close): \
-         OpenAI {openai}, Anthropic {anthropic} (unit {} bytes; upstream events sent in all: \
-         {upstream} of {})",
+        "figure: bytes past the loop's start received by the client (close; drop: 0): \
+         OpenAI {openai}, Anthropic {anthropic}; unit {} bytes; cut records: OpenAI {openai_cut}, \
+         Anthropic {anthropic_cut}; upstream events sent before the drop: OpenAI {openai_sent}, \
+         Anthropic {anthropic_sent} (of 5006 each)",
         UNIT.len(),
-        2 * 5006
     );
     assert!(openai < 300 && anthropic < 300);
 }
