@@ -162,9 +162,8 @@ impl ToolStream {
                 .get(&index)
                 .map(|c| c.calls.name(call as usize).to_string())
                 .unwrap_or_default();
-            if piece.is_empty() {
-                continue;
-            }
+            // An empty piece opens the call too: calls without arguments
+            // are counted when they complete.
             if let Some(c) = self
                 .guard_for(index)
                 .and_then(|g| g.piece(call, &name, piece))

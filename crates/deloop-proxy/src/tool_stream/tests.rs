@@ -429,3 +429,152 @@ fn anthropic_looping_input_drop_and_close() {
         .count();
     assert_eq!(stops, 1);
 }
+
+#[test]
+fn identical_calls_without_arguments_are_counted() {
+    use crate::tool_args::ArgsAction;
+    let mut s = String::new();
+    for i in 0..30 {
+        s += &chunk(json!({"index": 0, "delta": {"tool_calls": [{"index": i,
+            "id": format!("c{i}"), "type": "function",
+            "function": {"name": "get_time", "arguments": ""}}]}, "finish_reason": null}));
+    }
+    s += &chunk(json!({"index": 0, "delta": {}, "finish_reason": "tool_calls"}));
+    let mut layer = watching(Api::OpenAi, ArgsAction::Drop, false);
+    let (out, _) = run_until_end(&mut layer, &s);
+    assert!(layer.ended);
+    assert!(out.contains("identical_reply_calls"), "{out}");
+}
+
+mod hostile {
+    use super::*;
+    use crate::tool_args::ArgsAction;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(WALL_UNIT.to_string()),
+            Just("{\"a\": \"".to_string()),
+            Just("\\u00e9\\".to_string()),
+            "[a-z \"{}\\[\\]:,\\\\]{0,12}",
+        ]
+    }
+
+    proptest! {
+        /// Random call deltas (indexes, ids, argument pieces, finishes)
+        /// for both APIs and both actions: the layer never panics, and
+        /// every event it writes is JSON or `[DONE]`; once it ends the
+        /// stream, it ends with `[DONE]` (OpenAI) or `message_stop`.
+        #[test]
+        fn the_layer_survives_hostile_call_streams(
+            steps in proptest::collection::vec((0u64..4, any::<bool>(), piece(), 0u8..12), 1..300),
+            anthropic in any::<bool>(),
+            close in any::<bool>(),
+            n in 1usize..3,
+        ) {
+            let action = if close { ArgsAction::Close } else { ArgsAction::Drop };
+            let api = if anthropic { Api::Anthropic } else { Api::OpenAi };
+            let mut layer = ToolStream::new(
+                api,
+                Some(Judging {
+                    judge: LoopJudge::new(Profile::Default, LoopConfig::default()),
+                    history: history(25),
+                    block: true,
+                }),
+                Some(ArgsWatch {
+                    action,
+                    config: deloop_core::repetition::ClampConfig::default(),
+                    end_reason: "stop".into(),
+                }),
+                n,
+                true,
+            );
+            let mut text = String::new();
+            for (index, new_id, p, kind) in &steps {
+                if anthropic {
+                    let ev = |name: &str, v: Value| format!("event: {name}\ndata: {v}\n\n");
+                    text += &match kind {
+                        0 => ev("content_block_start", json!({"type": "content_block_start",
+                            "index": index, "content_block": {"type": "tool_use", "id": "t",
+                            "name": "w", "input": {}}})),
+                        1 => ev("content_block_stop", json!({"type": "content_block_stop",
+                            "index": index})),
+                        2 => ev("message_delta", json!({"type": "message_delta",
+                            "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}})),
+                        _ => ev("content_block_delta", json!({"type": "content_block_delta",
+                            "index": index, "delta": {"type": "input_json_delta",
+                            "partial_json": p}})),
+                    };
+                } else {
+                    let mut d = json!({"index": index, "function": {"arguments": p}});
+                    if *new_id {
+                        d["id"] = json!(format!("id{kind}"));
+                        d["function"]["name"] = json!("w");
+                    }
+                    let finish = if *kind == 0 { json!("tool_calls") } else { Value::Null };
+                    text += &format!("data: {}\n\n", json!({"id": "s", "choices": [
+                        {"index": index % n as u64, "delta": {"tool_calls": [d]},
+                         "finish_reason": finish}]}));
+                }
+            }
+            let mut reader = SseReader::new(1 << 20);
+            let mut evs = Vec::new();
+            reader.push(text.as_bytes(), &mut evs).unwrap();
+            let mut out = Vec::new();
+            for e in evs {
+                layer.on_event(e, &mut out);
+            }
+            let ended = layer.ended;
+            layer.on_end(true, &mut out);
+            for e in &out {
+                let d = e.data.as_deref().unwrap_or("");
+                prop_assert!(d == "[DONE]" || serde_json::from_str::<Value>(d).is_ok(), "{}", d);
+            }
+            if ended {
+                let last = out.last().and_then(|e| e.data.clone()).unwrap_or_default();
+                prop_assert!(last == "[DONE]" || last.contains("message_stop"), "{}", last);
+            }
+        }
+    }
+}
+
+#[test]
+fn with_two_choices_the_other_one_goes_on() {
+    use crate::tool_args::ArgsAction;
+    let mut layer = ToolStream::new(
+        Api::OpenAi,
+        None,
+        Some(ArgsWatch {
+            action: ArgsAction::Drop,
+            config: deloop_core::repetition::ClampConfig::default(),
+            end_reason: "stop".into(),
+        }),
+        2,
+        false,
+    );
+    let text1 =
+        |t: &str| chunk(json!({"index": 1, "delta": {"content": t}, "finish_reason": null}));
+    let mut s = openai_wall(100);
+    s += &text1("Fine, ");
+    s += &openai_wall(3);
+    s += &text1("thanks.");
+    s += &chunk(json!({"index": 1, "delta": {}, "finish_reason": "stop"}));
+    s += "data: [DONE]\n\n";
+    let out = run(&mut layer, &s);
+    let evs = parse_events(&out);
+    let text: String = evs
+        .iter()
+        .filter(|v| v["choices"][0]["index"] == 1)
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Fine, thanks.");
+    assert!(!out.contains("continuación"), "{out}");
+    let cuts: Vec<&Value> = evs
+        .iter()
+        .filter(|v| v["deloop"]["tool_call_cut"].is_object())
+        .collect();
+    assert_eq!(cuts.len(), 1);
+    assert_eq!(cuts[0]["choices"][0]["index"], 0);
+    assert!(out.ends_with("data: [DONE]\n\n"));
+    assert_eq!(out.matches("[DONE]").count(), 1);
+}
