@@ -177,6 +177,9 @@ pub struct CallsGuard {
     counted: ReplyCalls,
     /// Position of the next completed call (for the record).
     completed: usize,
+    /// Calls already completed (a server that interleaves the deltas of
+    /// parallel calls completes one several times; it is counted once).
+    done: std::collections::BTreeSet<u64>,
 }
 
 impl CallsGuard {
@@ -188,6 +191,7 @@ impl CallsGuard {
             open: None,
             counted: ReplyCalls::new(IDENTICAL_REPLY_CALLS),
             completed: 0,
+            done: std::collections::BTreeSet::new(),
         }
     }
 
@@ -227,6 +231,9 @@ impl CallsGuard {
                 return self.args_cut(tool);
             }
             self.open = None;
+        }
+        if self.done.len() >= crate::tool_loops::MAX_STREAM_CALLS || !self.done.insert(call) {
+            return None;
         }
         let pos = self.completed;
         self.completed += 1;

@@ -153,3 +153,15 @@ fn the_calls_guard_cuts_a_streamed_call_and_counts_completed_ones() {
     }
     assert_eq!(fired.unwrap().call, u64::from(IDENTICAL_REPLY_CALLS) - 1);
 }
+
+#[test]
+fn a_call_completed_twice_is_counted_once() {
+    let mut g = CallsGuard::new(ArgsAction::Drop, ClampConfig::default());
+    for _ in 0..30 {
+        // Two parallel calls whose deltas interleave.
+        g.piece(0, "read", "");
+        assert!(g.complete(0, "read", &json!({"p": 1})).is_none());
+        g.piece(1, "read", "");
+        assert!(g.complete(1, "read", &json!({"p": 1})).is_none());
+    }
+}
