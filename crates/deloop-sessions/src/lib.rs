@@ -159,6 +159,36 @@ pub struct ResultOut {
     pub verdict: Option<VerdictOut>,
 }
 
+/// Sessions a listing page holds at most, whatever `limit` asks.
+pub const MAX_LIST_LIMIT: usize = 500;
+/// Bytes a listing cursor takes at most (a longer one is refused).
+pub const MAX_CURSOR_BYTES: usize = 600;
+
+/// One session as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionSummary {
+    /// The session's name.
+    pub session: String,
+    /// Events the session has recorded (calls, results, compactions).
+    pub events: u64,
+    /// Milliseconds since its last event.
+    pub idle_ms: u64,
+}
+
+/// One page of the session listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SessionPage {
+    /// The sessions of this page: at most the `limit` asked for (a shared
+    /// store may answer a few more, what its last `SCAN` step found), and
+    /// possibly none while `next` is set.
+    pub sessions: Vec<SessionSummary>,
+    /// The cursor of the next page; null when the listing is complete.
+    #[cfg_attr(feature = "openapi", schema(required))]
+    pub next: Option<String>,
+}
+
 /// Why a session event was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -201,6 +231,19 @@ pub trait SessionStore: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<(), SessionError>>;
     /// Forgets a session; true when it existed.
     fn forget(&self, session: &str) -> BoxFuture<'_, Result<bool, SessionError>>;
+    /// One page of the live sessions: start with `cursor` `None`, then
+    /// pass each page's `next` until it is `None`. A page holds at most
+    /// `limit` sessions (clamped to 1..=[`MAX_LIST_LIMIT`]); a page with
+    /// fewer, even none, is not the end while `next` is set. Every session
+    /// that lives through the whole listing is listed (a shared store may
+    /// list it twice); the memory a page takes is bounded by `limit`,
+    /// never by the number of sessions. A cursor this store did not make is
+    /// [`SessionError::Invalid`].
+    fn list(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<SessionPage, SessionError>>;
     /// Sessions held now (by this process: a shared store counts the
     /// sessions it has cached here).
     fn len(&self) -> usize;

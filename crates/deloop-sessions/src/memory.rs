@@ -11,7 +11,8 @@ use hashlink::LruCache;
 use crate::limits::{check_call, check_result, check_scope, check_session};
 use crate::{
     CallInput, GuardSettings, ResultInput, ResultOut, ScopeInput, Session, SessionError,
-    SessionEvents, SessionStore, VerdictOut,
+    SessionEvents, SessionPage, SessionStore, SessionSummary, VerdictOut, MAX_CURSOR_BYTES,
+    MAX_LIST_LIMIT,
 };
 
 /// One lock's share of the sessions, in LRU order, and their estimated bytes.
@@ -142,6 +143,7 @@ impl MemoryStore {
         let (out, grew) = match st.map.get_mut(session) {
             Some(s) => {
                 s.last_used = now;
+                s.events += 1;
                 let out = f(s);
                 let before = s.bytes;
                 s.remeasure(session.len() + SESSION_OVERHEAD, MEASURE_EVERY);
@@ -238,6 +240,58 @@ impl MemoryStore {
         self.with(session, |s| s.compaction(scope))
     }
 
+    /// The page of sessions named after `cursor` (the last name of the
+    /// page before, in hex, so that it is safe in a URL), in name order.
+    /// Each shard is locked in turn and only the `limit + 1` smallest
+    /// names after the cursor are kept, so a page costs one pass over the
+    /// sessions but memory for `limit` of them only.
+    fn list_now(&self, cursor: Option<&str>, limit: usize) -> Result<SessionPage, SessionError> {
+        let cursor = cursor.map(unhex).transpose()?;
+        let cursor = cursor.as_deref();
+        let limit = limit.clamp(1, MAX_LIST_LIMIT);
+        let now = Instant::now();
+        let mut kept: std::collections::BTreeMap<Arc<str>, SessionSummary> = Default::default();
+        for shard in self.shards.iter() {
+            let st = shard.lock().unwrap_or_else(|p| p.into_inner());
+            for (name, s) in st.map.iter() {
+                if cursor.is_some_and(|c| &**name <= c) {
+                    continue;
+                }
+                let idle = now.saturating_duration_since(s.last_used);
+                if idle >= self.idle_ttl {
+                    continue;
+                }
+                if kept.len() > limit {
+                    match kept.last_key_value() {
+                        Some((last, _)) if name < last => {
+                            kept.pop_last();
+                        }
+                        _ => continue,
+                    }
+                }
+                kept.insert(
+                    name.clone(),
+                    SessionSummary {
+                        session: name.to_string(),
+                        events: s.events,
+                        idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+                    },
+                );
+            }
+        }
+        let more = kept.len() > limit;
+        if more {
+            kept.pop_last();
+        }
+        let next = more
+            .then(|| kept.last_key_value().map(|(k, _)| hex(k)))
+            .flatten();
+        Ok(SessionPage {
+            sessions: kept.into_values().collect(),
+            next,
+        })
+    }
+
     fn forget_now(&self, session: &str) -> Result<bool, SessionError> {
         check_session(session)?;
         let removed = {
@@ -256,6 +310,34 @@ impl MemoryStore {
         }
         Ok(removed)
     }
+}
+
+fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session name a cursor holds; anything but [`hex`]'s output is
+/// refused.
+fn unhex(cursor: &str) -> Result<String, SessionError> {
+    let bad = || {
+        SessionError::Invalid(format!(
+            "the cursor {:?} is not one this store made; pass a page's `next`",
+            cursor.chars().take(64).collect::<String>()
+        ))
+    };
+    if cursor.len() > MAX_CURSOR_BYTES || cursor.len() % 2 == 1 {
+        return Err(bad());
+    }
+    let bytes = (0..cursor.len())
+        .step_by(2)
+        .map(|i| {
+            cursor
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    String::from_utf8(bytes).map_err(|_| bad())
 }
 
 /// The in-process store answers at once: each method is a ready future.
@@ -286,6 +368,14 @@ impl SessionStore for MemoryStore {
 
     fn forget(&self, session: &str) -> BoxFuture<'_, Result<bool, SessionError>> {
         Box::pin(std::future::ready(self.forget_now(session)))
+    }
+
+    fn list(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<SessionPage, SessionError>> {
+        Box::pin(std::future::ready(self.list_now(cursor, limit)))
     }
 
     fn len(&self) -> usize {
@@ -422,6 +512,44 @@ mod tests {
                 .index,
             0
         );
+    }
+
+    #[test]
+    fn listing_pages_in_name_order_and_holds_at_most_limit() {
+        let s = store(1000, Duration::from_secs(60));
+        for i in (0..130).rev() {
+            block_on(s.call(&format!("s{i:03}"), call("read", json!({}), None))).unwrap();
+        }
+        block_on(s.call("s000", call("read", json!({"b": 1}), None))).unwrap();
+        let (mut names, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = block_on(s.list(cursor.as_deref(), 40)).unwrap();
+            assert!(page.sessions.len() <= 40);
+            names.extend(page.sessions.iter().map(|x| (x.session.clone(), x.events)));
+            match page.next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        let want: Vec<_> = (0..130)
+            .map(|i| (format!("s{i:03}"), if i == 0 { 2 } else { 1 }))
+            .collect();
+        assert_eq!(names, want);
+        // Limits are clamped: 0 asks for one, a huge one for the cap.
+        assert_eq!(block_on(s.list(None, 0)).unwrap().sessions.len(), 1);
+        assert_eq!(
+            block_on(s.list(None, usize::MAX)).unwrap().sessions.len(),
+            130
+        );
+    }
+
+    #[test]
+    fn idle_sessions_are_not_listed() {
+        let s = store(10, Duration::from_millis(1));
+        block_on(s.call("a", call("read", json!({}), None))).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let page = block_on(s.list(None, 10)).unwrap();
+        assert_eq!((page.sessions.len(), page.next), (0, None));
     }
 
     #[test]

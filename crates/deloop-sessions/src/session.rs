@@ -34,6 +34,10 @@ pub struct Session {
     /// Events since the last measurement.
     #[serde(skip)]
     since_measured: u32,
+    /// Events the in-process store applied (for its listing; a shared
+    /// store counts events in the store).
+    #[serde(skip)]
+    pub(crate) events: u64,
 }
 
 /// The key that finds a waiting call by tool, arguments, agent and run. It
@@ -64,6 +68,7 @@ impl Session {
             last_used: Instant::now(),
             bytes: 0,
             since_measured: 0,
+            events: 0,
         }
     }
 

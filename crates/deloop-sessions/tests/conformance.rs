@@ -224,3 +224,97 @@ async fn concurrent_calls_to_three_replicas_are_judged_in_the_stores_order() {
     );
     assert!(want.iter().any(|v| v.level != "ok"), "no call was flagged");
 }
+
+/// Sessions made through `writer`, listed through `reader` page by page:
+/// every live session is listed (once per page walk, with its event
+/// count), a forgotten one is not, each page stays near its `limit`, and a
+/// cursor the store did not make is refused.
+async fn listing(writer: &dyn SessionStore, reader: &dyn SessionStore) {
+    let call = |i: usize| {
+        events(&format!(
+            r#"{{"type":"call","tool":"read","args":{{"path":"/f{i}"}}}}"#
+        ))
+        .remove(0)
+    };
+    let mut want = std::collections::BTreeMap::new();
+    for s in 0..23 {
+        let name = format!("listed-{s:02}");
+        for i in 0..=s % 4 {
+            send(writer, &name, &call(i)).await;
+        }
+        want.insert(name, (s % 4 + 1) as u64);
+    }
+    send(writer, "gone", &call(0)).await;
+    assert!(writer.forget("gone").await.unwrap());
+    let limit = 5;
+    let (mut got, mut cursor, mut pages) = (std::collections::BTreeMap::new(), None, 0);
+    loop {
+        let page = reader.list(cursor.as_deref(), limit).await.expect("a page");
+        assert!(
+            page.sessions.len() <= 2 * limit,
+            "{} sessions",
+            page.sessions.len()
+        );
+        for s in page.sessions {
+            assert!(s.idle_ms < 3_600_000, "{s:?}");
+            got.insert(s.session, s.events);
+        }
+        pages += 1;
+        assert!(pages < 1000, "the listing does not end");
+        match page.next {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(got, want);
+    assert!(pages >= 23 / (2 * limit), "{pages} pages");
+    for bad in ["not a cursor", &"9".repeat(400)] {
+        assert!(
+            matches!(
+                reader.list(Some(bad), limit).await,
+                Err(deloop_sessions::SessionError::Invalid(_))
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_store_lists_its_sessions() {
+    let m = memory(Profile::OpenClaw);
+    listing(&m, &m).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_valkey_node_lists_the_sessions_of_every_replica() {
+    let Some(bin) = valkey::available("session listing (one node)") else {
+        return;
+    };
+    let server = Valkey::start(&bin, &[]);
+    // A key of another program under the prefix is not a session.
+    server.command(&["SET", "deloop:{foreign}:m", "x"]).unwrap();
+    let (a, b) = (
+        redis(&server.url(), Profile::OpenClaw),
+        redis(&server.url(), Profile::OpenClaw),
+    );
+    listing(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valkey_cluster_lists_the_sessions_of_every_primary() {
+    let Some(bin) = valkey::available("session listing (cluster)") else {
+        return;
+    };
+    let cluster = Cluster::start(&bin);
+    let (a, b) = (
+        redis(&cluster.url(), Profile::OpenClaw),
+        redis(&cluster.url(), Profile::OpenClaw),
+    );
+    listing(&a, &b).await;
+    let keys: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.command(&["DBSIZE"]).unwrap().parse().unwrap())
+        .collect();
+    assert!(keys.iter().all(|&k| k > 0), "keys per node: {keys:?}");
+}

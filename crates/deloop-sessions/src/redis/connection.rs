@@ -7,7 +7,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{FromRedisValue, IntoConnectionInfo, RedisResult, ScriptInvocation};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{FromRedisValue, IntoConnectionInfo, RedisResult, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
 /// One node (through a connection manager) or a cluster.
@@ -29,6 +30,85 @@ impl Conn {
         match self {
             Conn::Node(c) => cmd.query_async(&mut c.clone()).await,
             Conn::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        }
+    }
+}
+
+/// A node a listing scans: the single node, or one primary of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum ScanNode {
+    /// The one node of a single-node store.
+    Single,
+    /// A cluster primary by address.
+    Primary(String, u16),
+}
+
+impl Conn {
+    /// The nodes that hold keys: the node itself, or every primary of the
+    /// cluster (from `CLUSTER SLOTS`) in address order, so a cursor naming
+    /// the `i`-th one means the same node on the next request.
+    pub async fn scan_nodes(&self) -> RedisResult<Vec<ScanNode>> {
+        let c = match self {
+            Conn::Node(_) => return Ok(vec![ScanNode::Single]),
+            Conn::Cluster(c) => c,
+        };
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let slots = c
+            .clone()
+            .route_command(
+                cmd,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+            )
+            .await?;
+        let mut nodes = Vec::new();
+        if let Value::Array(ranges) = slots {
+            for range in ranges {
+                // [start, end, [host, port, id, …], replicas…]
+                let Value::Array(parts) = range else { continue };
+                let Some(Value::Array(primary)) = parts.into_iter().nth(2) else {
+                    continue;
+                };
+                let mut it = primary.into_iter();
+                let (Some(host), Some(port)) = (it.next(), it.next()) else {
+                    continue;
+                };
+                let host: String = redis::from_redis_value(host)?;
+                let port: u16 = redis::from_redis_value(port)?;
+                nodes.push(ScanNode::Primary(host, port));
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        Ok(nodes)
+    }
+
+    /// One `SCAN cursor MATCH pattern COUNT count` step on `node`: the
+    /// next cursor (`0` at the end) and the keys found.
+    pub async fn scan(
+        &self,
+        node: &ScanNode,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+    ) -> RedisResult<(u64, Vec<Vec<u8>>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count);
+        match (self, node) {
+            (Conn::Node(c), _) => cmd.query_async(&mut c.clone()).await,
+            (Conn::Cluster(c), ScanNode::Primary(host, port)) => {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                let v = c.clone().route_command(cmd, routing).await?;
+                Ok(redis::from_redis_value(v)?)
+            }
+            (Conn::Cluster(_), ScanNode::Single) => Ok((0, Vec::new())),
         }
     }
 }

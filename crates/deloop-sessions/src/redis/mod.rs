@@ -27,8 +27,13 @@
 //! operation has a deadline
 //! (`timeout`): past it the request fails with [`SessionError::Store`]
 //! (503), never with a verdict computed on partial state.
+//!
+//! Listing ([`SessionStore::list`]) walks the meta keys with `SCAN … MATCH
+//! <prefix>:{*}:m COUNT n` on the node, or on every primary of a cluster
+//! in turn (see `listing`).
 
 mod connection;
+mod listing;
 mod scripts;
 
 use std::hash::BuildHasher;
@@ -45,7 +50,7 @@ use crate::limits::{check_call, check_result, check_scope, check_session};
 use crate::session::{Answer, Event};
 use crate::{
     CallInput, GuardSettings, ResultInput, ResultOut, ScopeInput, Session, SessionError,
-    SessionEvents, SessionStore, VerdictOut,
+    SessionEvents, SessionPage, SessionStore, VerdictOut,
 };
 use connection::{redact, LazyConn};
 use scripts::Scripts;
@@ -624,6 +629,22 @@ impl SessionStore for RedisStore {
             tokio::time::timeout(self.settings.timeout, work)
                 .await
                 .unwrap_or_else(|_| Err(self.timed_out()))
+        })
+    }
+
+    fn list(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<SessionPage, SessionError>> {
+        let cursor = cursor.map(str::to_string);
+        Box::pin(async move {
+            tokio::time::timeout(
+                self.settings.timeout,
+                self.list_page(cursor.as_deref(), limit),
+            )
+            .await
+            .unwrap_or_else(|_| Err(self.timed_out()))
         })
     }
 

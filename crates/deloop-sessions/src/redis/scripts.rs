@@ -97,11 +97,24 @@ if snapv > 0 then snap = redis.call('HGET', m, 'snap') end
 return {epoch, seq, snapv, snapv, snap, tonumber(redis.call('HGET', m, 'bytes')), 0, redis.call('LRANGE', l, 0, -1)}
 "#;
 
-/// The three scripts, hashed once (sent by `EVALSHA`, loaded on a miss).
+/// What the listing shows of one session, without changing it.
+///
+/// KEYS: meta. Answers `{name, seq, pttl}`, or nil when the key is gone or
+/// is not a session's.
+pub(crate) const SUMMARY: &str = r#"
+local m = KEYS[1]
+if redis.call('TYPE', m).ok ~= 'hash' then return false end
+local v = redis.call('HMGET', m, 'name', 'seq')
+if not v[1] or not v[2] then return false end
+return {v[1], tonumber(v[2]), redis.call('PTTL', m)}
+"#;
+
+/// The scripts, hashed once (sent by `EVALSHA`, loaded on a miss).
 pub(crate) struct Scripts {
     pub event: Script,
     pub snapshot: Script,
     pub read: Script,
+    pub summary: Script,
 }
 
 impl Scripts {
@@ -110,6 +123,7 @@ impl Scripts {
             event: Script::new(EVENT),
             snapshot: Script::new(SNAPSHOT),
             read: Script::new(READ),
+            summary: Script::new(SUMMARY),
         }
     }
 }
