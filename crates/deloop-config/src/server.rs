@@ -43,6 +43,10 @@ pub struct ServerSettings {
     /// from DNS rebinding; a public deployment lists its own names, or `*`
     /// to accept any `Host` (then rely on API keys).
     pub mcp_allowed_hosts: Vec<String>,
+    /// Bytes of recent guard decisions the web console's Live and Sessions
+    /// pages keep (the event bus's ring; the oldest go first). Default 4
+    /// MiB (64 KiB to 1 GiB).
+    pub console_ring_bytes: u64,
     /// Live-agent sessions.
     pub sessions: SessionSettings,
     /// Client connections: deadlines and the cap (`[server.connections]`).
@@ -118,6 +122,7 @@ impl Default for ServerSettings {
             log_format: "text".into(),
             shutdown_grace_secs: 30,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            console_ring_bytes: 4 << 20,
             sessions: SessionSettings::default(),
             connections: crate::ConnectionSettings::default(),
         }
@@ -286,6 +291,15 @@ impl ServerSettings {
             "server.sessions.max_open_calls",
             self.sessions.max_open_calls as u64,
         )?;
+        if !(64 << 10..=1 << 30).contains(&self.console_ring_bytes) {
+            return Err(SettingsError {
+                key: "server.console_ring_bytes",
+                message: format!(
+                    "{} is not between 65536 (64 KiB) and 1073741824 (1 GiB)",
+                    self.console_ring_bytes
+                ),
+            });
+        }
         self.sessions.validate(self.max_body_bytes as u64)?;
         self.connections
             .validate(crate::connections::Table::Server)?;

@@ -123,6 +123,30 @@ fn totals_view(t: &Totals) -> Markup {
     }
 }
 
+/// Items the page renders at most (the newest the filters admit), as
+/// `live.js` keeps at most as many: a full ring would be megabytes of HTML.
+pub const MAX_SHOWN: usize = 500;
+/// Models and sessions each filter offers at most (the most recent).
+pub const MAX_FILTER_OPTIONS: usize = 100;
+
+/// The distinct values of `field` among `recent`, newest first, at most
+/// [`MAX_FILTER_OPTIONS`], then sorted.
+fn options<'a>(
+    recent: &'a [std::sync::Arc<GuardEvent>],
+    field: impl Fn(&'a GuardEvent) -> Option<&'a str>,
+) -> std::collections::BTreeSet<&'a str> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in recent.iter().rev() {
+        if out.len() >= MAX_FILTER_OPTIONS {
+            break;
+        }
+        if let Some(v) = field(e) {
+            out.insert(v);
+        }
+    }
+    out
+}
+
 /// `GET /ui/live`.
 pub async fn page(
     State(c): State<Console>,
@@ -130,11 +154,14 @@ pub async fn page(
     Query(f): Query<LiveFilter>,
 ) -> Html<String> {
     let recent = c.bus.recent();
-    let models: std::collections::BTreeSet<&str> =
-        recent.iter().filter_map(|e| e.model.as_deref()).collect();
-    let sessions: std::collections::BTreeSet<&str> =
-        recent.iter().filter_map(|e| e.session.as_deref()).collect();
-    let shown: Vec<_> = recent.iter().rev().filter(|e| f.admits(e)).collect();
+    let models = options(&recent, |e| e.model.as_deref());
+    let sessions = options(&recent, |e| e.session.as_deref());
+    let shown: Vec<_> = recent
+        .iter()
+        .rev()
+        .filter(|e| f.admits(e))
+        .take(MAX_SHOWN)
+        .collect();
     let reports = c.bus.reports();
     let body = html! {
         @if !f.notice.is_empty() { (Notice::Info(f.notice.clone())) }
@@ -162,7 +189,7 @@ pub async fn page(
             }
             button type="submit" { "Filter" }
         }
-        p.hint { "Newest first. The ring keeps the last "
+        p.hint { "Newest first, at most " (MAX_SHOWN) " shown. The ring keeps the last "
             (c.bus.max_bytes() / 1024) " KiB of events; "
             span id="feed-state" { "live updates need JavaScript" } "." }
         ol.timeline id="timeline" {
@@ -353,5 +380,20 @@ mod tests {
             ..Default::default()
         };
         assert!(!f.admits(&e));
+    }
+
+    #[test]
+    fn filter_options_keep_the_most_recent_values() {
+        let recent: Vec<Arc<GuardEvent>> = (0..3 * MAX_FILTER_OPTIONS)
+            .map(|i| {
+                let mut e = GuardEvent::new(EventKind::SessionCall, "sessions");
+                e.session = Some(format!("s{i:04}"));
+                Arc::new(e)
+            })
+            .collect();
+        let got = options(&recent, |e| e.session.as_deref());
+        assert_eq!(got.len(), MAX_FILTER_OPTIONS);
+        assert_eq!(got.first().copied(), Some("s0200"), "the newest ones");
+        assert!(options(&recent, |e| e.model.as_deref()).is_empty());
     }
 }

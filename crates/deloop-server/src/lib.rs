@@ -86,6 +86,7 @@ pub fn router_and_document(state: AppState) -> (Router, utoipa::openapi::OpenApi
         .routes(routes!(routes::sessions::result))
         .routes(routes!(routes::sessions::compaction))
         .routes(routes!(routes::sessions::forget))
+        .routes(routes!(routes::sessions::list))
         .merge(
             OpenApiRouter::new()
                 .routes(mcp::routes(mcp_server))

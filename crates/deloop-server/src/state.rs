@@ -58,7 +58,9 @@ impl AppState {
         keys: ApiKeys,
     ) -> Self {
         let permits = Arc::new(Semaphore::new(settings.concurrency_limit));
-        let events = Arc::new(EventBus::default());
+        let ring = usize::try_from(settings.console_ring_bytes)
+            .unwrap_or(deloop_events::DEFAULT_RING_BYTES);
+        let events = Arc::new(EventBus::new(ring));
         let console = crate::console::console(events.clone(), keys.clone());
         AppState(Arc::new(Inner {
             settings,

@@ -352,3 +352,80 @@ async fn logout_ends_the_session() {
         .unwrap();
     assert_eq!(res.status(), 303, "the old cookie is no session");
 }
+
+/// The Sessions page lists the store's sessions (also those the event bus
+/// never saw), page by page as `GET /v1/sessions` does, with a Next link
+/// that works without JavaScript; a bad cursor is a notice, not a 500.
+#[tokio::test]
+async fn the_sessions_page_pages_through_the_store_like_the_api() {
+    let s = server().await;
+    let cookie = login(&s.url).await;
+    for name in ["alpha", "beta", "gamma"] {
+        // Straight into the store: no event on the bus.
+        let call = deloop_server::sessions::CallInput {
+            tool: "read".into(),
+            args: json!({}),
+            id: None,
+            agent: None,
+            run: None,
+        };
+        s.state.sessions().call(name, call).await.unwrap();
+    }
+    let api: serde_json::Value = common::client()
+        .get(format!("{}/v1/sessions?limit=2", s.url))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = api["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert_eq!(api["sessions"][0]["events"], 1);
+    let next = api["next"].as_str().expect("a next page").to_string();
+    let (html, _) = page(&s.url, "/ui/sessions?limit=2", &cookie).await;
+    assert!(html.contains("/ui/sessions/alpha") && html.contains("/ui/sessions/beta"));
+    assert!(!html.contains("/ui/sessions/gamma"));
+    let link = format!("/ui/sessions?cursor={next}&amp;limit=2");
+    assert!(html.contains(&link), "{html}");
+    let (html, _) = page(&s.url, &link.replace("&amp;", "&"), &cookie).await;
+    assert!(html.contains("/ui/sessions/gamma") && !html.contains("/ui/sessions/alpha"));
+    assert!(!html.contains("rel=\"next\""), "the last page");
+    let (html, _) = page(&s.url, "/ui/sessions?cursor=zz", &cookie).await;
+    assert!(html.contains("not one this store made"), "{html}");
+    let res = common::client()
+        .get(format!("{}/v1/sessions?limit=0", s.url))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+}
+
+/// A full ring is not a page of megabytes: Live renders the newest 500.
+#[tokio::test]
+async fn the_live_page_renders_a_bounded_number_of_items() {
+    let s = server().await;
+    let cookie = login(&s.url).await;
+    for i in 0..700 {
+        let mut ev =
+            deloop_events::GuardEvent::new(deloop_events::EventKind::SessionCall, "sessions");
+        ev.session = Some(format!("s{i}"));
+        ev.level = Some("ok".into());
+        s.state.events().publish(ev);
+    }
+    let (html, _) = page(&s.url, "/ui/live", &cookie).await;
+    let items = html.matches("<li class=\"event\"").count();
+    assert_eq!(items, deloop_console::live::MAX_SHOWN, "{items} items");
+    assert!(
+        html.contains("data-session=\"s699\""),
+        "the newest is shown"
+    );
+    assert!(!html.contains("data-session=\"s0\""), "the oldest is not");
+}

@@ -205,7 +205,7 @@ async fn the_document_is_openapi_3_1_and_every_reference_resolves() {
 }
 
 /// The routes `deloop serve` serves: the document must list exactly these.
-const GUARD_ROUTES: [(&str, &str); 13] = [
+const GUARD_ROUTES: [(&str, &str); 14] = [
     ("POST", "/v1/clamp"),
     ("POST", "/v1/rescue"),
     ("POST", "/v1/repair"),
@@ -214,6 +214,7 @@ const GUARD_ROUTES: [(&str, &str); 13] = [
     ("POST", "/v1/sessions/{session}/results"),
     ("POST", "/v1/sessions/{session}/compaction"),
     ("DELETE", "/v1/sessions/{session}"),
+    ("GET", "/v1/sessions"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -614,6 +615,24 @@ async fn real_answers_validate_against_the_documented_schemas() {
     )
     .await;
     assert_eq!(status, 204);
+    // The listing, a page at a time, and a refused cursor.
+    let (status, v) = exchange(
+        &doc,
+        c.get(format!("{url}/v1/sessions?limit=1")),
+        "GET",
+        "/v1/sessions",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["sessions"][0]["session"], "s1");
+    let (status, _) = exchange(
+        &doc,
+        c.get(format!("{url}/v1/sessions?cursor=not-hex")),
+        "GET",
+        "/v1/sessions",
+    )
+    .await;
+    assert_eq!(status, 400);
     let forget = "/v1/sessions/{session}";
     let (status, _) = exchange(
         &doc,

@@ -5,6 +5,8 @@
 import { csrf } from "./console.js";
 
 const MAX_ITEMS = 500;
+// Models and sessions a filter offers at most (later ones are not added).
+const MAX_OPTIONS = 100;
 const timeline = document.getElementById("timeline");
 const state = document.getElementById("feed-state");
 const filters = document.querySelector("form.filters");
@@ -25,6 +27,7 @@ function admits(node, f) {
 function ensureOption(name, value) {
   if (!value) return;
   const select = filters.querySelector(`select[name="${name}"]`);
+  if (select.options.length > MAX_OPTIONS) return;
   if ([...select.options].some((o) => o.value === value)) return;
   const o = document.createElement("option");
   o.value = value;

@@ -1,5 +1,7 @@
 //! `/v1/sessions/{session}/…`: the live-agent API. Call before a tool
 //! runs; record its result after; record compactions; forget the session.
+//! `/v1/sessions` lists the live sessions page by page (the console's
+//! Sessions page runs the same [`list_sessions`]).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -7,11 +9,15 @@ use axum::response::{IntoResponse, Response};
 
 use deloop_events::{EventKind, GuardEvent};
 
-use crate::error::{ApiError, ApiJson};
+use serde::Deserialize;
+
+use crate::error::{ApiError, ApiJson, ApiQuery};
 use crate::openapi::{
     BadRequest, Conflict, NotFound, PayloadTooLarge, Unavailable, UnsupportedMediaType,
 };
-use crate::sessions::{CallInput, ResultInput, ResultOut, ScopeInput, SessionError, VerdictOut};
+use crate::sessions::{
+    CallInput, ResultInput, ResultOut, ScopeInput, SessionError, SessionPage, VerdictOut,
+};
 use crate::state::AppState;
 
 impl From<SessionError> for ApiError {
@@ -180,4 +186,59 @@ pub async fn forget(
     } else {
         Err(ApiError::not_found(format!("no session {session:?}")))
     }
+}
+
+/// Sessions a listing page holds when the request does not say.
+pub const DEFAULT_LIST_LIMIT: usize = 50;
+
+/// `GET /v1/sessions` query (and the console's Sessions page's).
+#[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// The `next` of the page before; absent for the first page.
+    #[param(max_length = 600)]
+    pub cursor: Option<String>,
+    /// Sessions per page (default 50, at most 500).
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<usize>,
+}
+
+/// One page of the live sessions from the session store: the flow of
+/// `GET /v1/sessions` and of the console's Sessions page.
+pub async fn list_sessions(state: &AppState, q: &ListQuery) -> Result<SessionPage, ApiError> {
+    let limit = q.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if !(1..=deloop_sessions::MAX_LIST_LIMIT).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "`limit`: {limit} is not between 1 and {}",
+            deloop_sessions::MAX_LIST_LIMIT
+        )));
+    }
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    Ok(state.sessions().list(cursor, limit).await?)
+}
+
+/// `GET /v1/sessions`: one page of the live sessions.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    operation_id = "session_list",
+    tag = "sessions",
+    summary = "List the live sessions",
+    description = "One page of the sessions the session store holds (every replica's, with a \
+shared store), each with its event count and idle time. Pass `next` as `cursor` until it is \
+null; a page may hold fewer sessions than `limit`, even none, before the end. A page costs the \
+store at most `limit` sessions of memory, never a scan of every session into memory.",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "One page.", body = SessionPage),
+        (status = 400, response = BadRequest),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<ApiJson<SessionPage>, ApiError> {
+    Ok(ApiJson(list_sessions(&state, &q).await?))
 }
