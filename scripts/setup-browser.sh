@@ -6,9 +6,12 @@
 #     /usr/bin/chromium;
 #   * `playwright-core` from npm, pinned, into a cache folder OUTSIDE the
 #     checkout: ${DELOOP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deloop}/playwright-core-<version>
-#     (playwright-core downloads no browser; it drives the system one).
-# Idempotent and quiet. Output (stdout): one line,
+#     (playwright-core downloads no browser; it drives the system one);
+#   * `axe-core` from npm, pinned, beside it (axe-core-<version>): the
+#     accessibility rules the suite runs on every page.
+# Idempotent and quiet. Output (stdout): two lines,
 #   `playwright-core: <dir>/node_modules/playwright-core`
+#   `axe-core: <dir>/node_modules/axe-core`
 set -euo pipefail
 
 VERSION=1.65.2
@@ -39,3 +42,22 @@ if ! installed; then
 fi
 installed
 echo "playwright-core: $PKG_DIR"
+
+AXE_VERSION=4.14.1
+AXE_DIR="$CACHE/axe-core-$AXE_VERSION"
+AXE_PKG="$AXE_DIR/node_modules/axe-core"
+axe_installed() {
+  [ -f "$AXE_PKG/axe.min.js" ] &&
+    node -e 'process.exit(require(process.argv[1]).version === process.argv[2] ? 0 : 1)' \
+      "$AXE_PKG/package.json" "$AXE_VERSION"
+}
+if ! axe_installed; then
+  rm -rf "$AXE_DIR.tmp"
+  mkdir -p "$AXE_DIR.tmp"
+  (cd "$AXE_DIR.tmp" && npm init -y >/dev/null &&
+    npm install --silent --no-audit --no-fund --ignore-scripts "axe-core@$AXE_VERSION" >/dev/null)
+  rm -rf "$AXE_DIR"
+  mv "$AXE_DIR.tmp" "$AXE_DIR"
+fi
+axe_installed
+echo "axe-core: $AXE_PKG"

@@ -5,7 +5,11 @@
 //! tiny local upstream whose streamed reply loops; `console/e2e.mjs` then
 //! logs in, follows each link of the navigation bar, asks, clamps, checks
 //! a transcript, and sends a looping stream through the proxy while Live is
-//! open, until the cut appears with its unit highlighted.
+//! open, until the cut appears with its unit highlighted; opens a session's
+//! timeline; reads the data pages with scripts off; and pushes at least
+//! 1,000 session calls a second at Live for a few seconds while checking
+//! that the page keeps answering and keeps at most 500 rows (the figures
+//! are printed: `cargo test -p deloop --test console_browser -- --nocapture`).
 //!
 //! Skips with one line when chromium or playwright-core is absent; fails
 //! instead when `CI=true`.
@@ -19,17 +23,27 @@ mod common;
 
 const KEY: &str = "browser-suite-key";
 const PLAYWRIGHT_VERSION: &str = "1.65.2";
+const AXE_VERSION: &str = "4.14.1";
 
-fn playwright_dir() -> PathBuf {
-    let cache = std::env::var_os("DELOOP_CACHE")
+fn cache_dir() -> PathBuf {
+    std::env::var_os("DELOOP_CACHE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("deloop")))
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/deloop")
-        });
-    cache
+        })
+}
+
+fn playwright_dir() -> PathBuf {
+    cache_dir()
         .join(format!("playwright-core-{PLAYWRIGHT_VERSION}"))
         .join("node_modules/playwright-core")
+}
+
+fn axe_dir() -> PathBuf {
+    cache_dir()
+        .join(format!("axe-core-{AXE_VERSION}"))
+        .join("node_modules/axe-core")
 }
 
 /// An upstream whose every chat completion streams a reply that loops:
@@ -104,6 +118,13 @@ fn the_console_works_in_chromium() {
         println!("skipped: {why}");
         return;
     }
+    let axe = axe_dir();
+    let has_axe = axe.join("axe.min.js").exists();
+    assert!(
+        has_axe || !ci,
+        "CI=true: axe-core ({}) is absent; run scripts/setup-browser.sh",
+        axe.display()
+    );
     let upstream = looping_upstream();
     let server = common::start(
         &[],
@@ -123,6 +144,10 @@ fn the_console_works_in_chromium() {
         .env("DELOOP_KEY", KEY)
         .env("PLAYWRIGHT_CORE", &playwright)
         .env("SHOT_DIR", &shot_dir)
+        .env(
+            "AXE_CORE",
+            if has_axe { axe.as_path() } else { "".as_ref() },
+        )
         .output()
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -131,7 +156,13 @@ fn the_console_works_in_chromium() {
         out.status.success(),
         "the browser suite failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-    for step in ["login", "nav", "ask", "clamp", "check", "live"] {
+    print!("{stdout}");
+    if has_axe {
+        assert!(stdout.contains("ok axe"), "axe-core did not run\n{stdout}");
+    }
+    for step in [
+        "login", "nav", "ask", "clamp", "check", "live", "sessions", "nojs", "load",
+    ] {
         assert!(
             stdout.contains(&format!("ok {step}")),
             "{step} not reached\n{stdout}"
