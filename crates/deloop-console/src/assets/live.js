@@ -1,10 +1,12 @@
 // Live: appends each new guard decision from /ui/live/feed, keeps the
 // totals current, filters by kind, model and session, and sends
 // "not a loop" reports. Items are rendered by the server; this module only
-// inserts them, at most once per animation frame, and keeps MAX_ITEMS.
+// inserts them, in batches at most every FLUSH_MS (a busy feed costs a few
+// layouts a second, not one per event or per frame), and keeps MAX_ITEMS.
 import { csrf } from "./console.js";
 
 const MAX_ITEMS = 500;
+const FLUSH_MS = 200;
 // Models and sessions a filter offers at most (later ones are not added).
 const MAX_OPTIONS = 100;
 const timeline = document.getElementById("timeline");
@@ -75,7 +77,7 @@ function connect() {
     if (pending.length > MAX_ITEMS) pending = pending.slice(-MAX_ITEMS);
     if (!scheduled) {
       scheduled = true;
-      requestAnimationFrame(flush);
+      setTimeout(() => requestAnimationFrame(flush), FLUSH_MS);
     }
   });
   source.addEventListener("lagged", (e) => {

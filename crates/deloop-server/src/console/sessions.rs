@@ -193,7 +193,7 @@ pub async fn one(
             p.empty { "No call of this session among the recent events." }
         } @else {
             table id="session-calls" {
-                caption { "Calls in order; a bar marks each call inside a loop." }
+                caption { "Calls in order; one bar spans each run of calls judged a loop." }
                 thead { tr { th scope="col" { "#" } th scope="col" { "Loop" } th scope="col" { "Time" } th scope="col" { "Tool" } th scope="col" { "Arguments" } th scope="col" { "Result" } th scope="col" { "Level" } th scope="col" { "Detector" } } }
                 tbody {
                     @for (i, c) in calls.iter().enumerate() {

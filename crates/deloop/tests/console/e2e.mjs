@@ -76,7 +76,7 @@ const end = start + seconds * 1000;
 let count = 0;
 const worker = async (w) => {
   for (let i = 0; performance.now() < end; i++) {
-    await call("/v1/sessions/load-" + (w % 8) + "/calls", JSON.stringify({ tool: "exec", args: { command: "make step-" + i } }));
+    await call("/v1/sessions/load-" + w + "-" + Math.floor(i / 32) + "/calls", JSON.stringify({ tool: "exec", args: { command: "make step-" + i } }));
     count++;
   }
 };
