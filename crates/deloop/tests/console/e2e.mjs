@@ -86,8 +86,9 @@ Promise.all(Array.from({ length: connections }, (_, w) => worker(w)))
 `;
 
 /**
- * Session calls as fast as 32 connections send them for `seconds`, over
- * eight sessions (each call one feed event); resolves {count, secs}.
+ * Session calls as fast as 32 connections send them for `seconds`, each
+ * connection moving to a new session every 32 calls (each call one feed
+ * event); resolves {count, secs}.
  */
 function pushEvents(seconds) {
   return new Promise((resolve, reject) => {
@@ -279,7 +280,7 @@ try {
   check(worst < 5000, `the page froze: a round trip took ${Math.round(worst)} ms`);
   check(Math.max(maxRows, rows) <= 500, `the timeline grew to ${Math.max(maxRows, rows)} rows`);
   check(rows > 100, `the feed showed only ${rows} rows`);
-  await page.screenshot({ path: join(shots, "live-load.png") });
+  await docShot("live-load");
   console.log("ok load");
 
   console.log(axeChecked.length ? `ok axe (${axeChecked.length} pages: ${axeChecked.join(", ")})` : "axe-core absent: accessibility not checked");
