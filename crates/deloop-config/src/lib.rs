@@ -535,6 +535,18 @@ mod tests {
     }
 
     #[test]
+    fn the_console_ring_is_bounded_both_ways() {
+        let mut s = ServerSettings::default();
+        assert_eq!(s.console_ring_bytes, 4 << 20);
+        assert!(s.validate().is_ok());
+        for bad in [0, (64 << 10) - 1, (1 << 30) + 1] {
+            s.console_ring_bytes = bad;
+            let e = s.validate().unwrap_err();
+            assert_eq!(e.key, "server.console_ring_bytes", "{bad}");
+        }
+    }
+
+    #[test]
     fn defaults_without_file() {
         let dir = tempfile::tempdir().unwrap();
         let c = Config::load_with(None, &env(&[]), dir.path()).unwrap();

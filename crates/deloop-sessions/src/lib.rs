@@ -181,8 +181,8 @@ pub struct SessionSummary {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionPage {
     /// The sessions of this page: at most the `limit` asked for (a shared
-    /// store may answer a few more, what its last `SCAN` step found), and
-    /// possibly none while `next` is set.
+    /// store may answer a few more: its last `SCAN` step returns whole
+    /// hash buckets), and possibly none while `next` is set.
     pub sessions: Vec<SessionSummary>,
     /// The cursor of the next page; null when the listing is complete.
     #[cfg_attr(feature = "openapi", schema(required))]
@@ -233,7 +233,8 @@ pub trait SessionStore: Send + Sync + 'static {
     fn forget(&self, session: &str) -> BoxFuture<'_, Result<bool, SessionError>>;
     /// One page of the live sessions: start with `cursor` `None`, then
     /// pass each page's `next` until it is `None`. A page holds at most
-    /// `limit` sessions (clamped to 1..=[`MAX_LIST_LIMIT`]); a page with
+    /// `limit` sessions (clamped to 1..=[`MAX_LIST_LIMIT`]; Valkey/Redis
+    /// may add the few keys of its last `SCAN` step's buckets); a page with
     /// fewer, even none, is not the end while `next` is set. Every session
     /// that lives through the whole listing is listed (a shared store may
     /// list it twice); the memory a page takes is bounded by `limit`,
