@@ -141,13 +141,39 @@ pub struct IndexSection {
     /// not a terminal (`DELOOP_PROGRESS_INTERVAL`; default
     /// [`DEFAULT_PROGRESS_INTERVAL_SECS`]; `0` logs every item).
     pub progress_interval: Option<f64>,
+    /// PostgreSQL indexes only: the deadline, in milliseconds, of
+    /// connecting, of waiting for a pooled connection and of each
+    /// statement (`DELOOP_DB_TIMEOUT_MS`; default [`DEFAULT_DB_TIMEOUT_MS`],
+    /// from [`DB_TIMEOUT_MS_BOUNDS`]).
+    pub db_timeout_ms: Option<u64>,
 }
+
+/// The default of `[index] db_timeout_ms`.
+pub const DEFAULT_DB_TIMEOUT_MS: u64 = 30_000;
+/// The bounds of `[index] db_timeout_ms`: 100 ms to 10 minutes.
+pub const DB_TIMEOUT_MS_BOUNDS: (u64, u64) = (100, 600_000);
 
 /// Default seconds between `deloop index` progress lines on a non-terminal
 /// stderr.
 pub const DEFAULT_PROGRESS_INTERVAL_SECS: f64 = 10.0;
 
 impl IndexSection {
+    /// The PostgreSQL deadline (`db_timeout_ms`), or an error naming the
+    /// key and its bounds.
+    pub fn db_timeout(&self) -> Result<std::time::Duration, ConfigError> {
+        let ms = self.db_timeout_ms.unwrap_or(DEFAULT_DB_TIMEOUT_MS);
+        let (lo, hi) = DB_TIMEOUT_MS_BOUNDS;
+        if (lo..=hi).contains(&ms) {
+            Ok(std::time::Duration::from_millis(ms))
+        } else {
+            Err(ConfigError::invalid(
+                "index.db_timeout_ms",
+                ms.to_string(),
+                format!("milliseconds from {lo} to {hi}"),
+            ))
+        }
+    }
+
     /// The progress log interval: the configured value when it is a finite,
     /// non-negative number of seconds, else an error naming the key.
     pub fn progress_interval(&self) -> Result<std::time::Duration, ConfigError> {
@@ -388,6 +414,7 @@ impl Config {
     /// table, `deloop_core::repetition::bounds`): a value outside them is
     /// an error naming the key and its range, never clamped silently.
     pub fn check_bounds(&self) -> Result<(), ConfigError> {
+        self.index.db_timeout()?;
         self.guards.clamp.check_bounds().map_err(|e| {
             ConfigError::invalid(
                 format!("[guards.clamp] {}", e.key),
@@ -431,6 +458,19 @@ impl Config {
                     expected: "seconds between progress lines, a number from 0 to 86400",
                 })?;
             self.index.progress_interval = Some(secs);
+        }
+        if let Some(v) = get("DELOOP_DB_TIMEOUT_MS") {
+            let (lo, hi) = DB_TIMEOUT_MS_BOUNDS;
+            let ms = v
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| (lo..=hi).contains(ms))
+                .ok_or_else(|| ConfigError::Env {
+                    var: "DELOOP_DB_TIMEOUT_MS",
+                    value: v.to_owned(),
+                    expected: "milliseconds, a whole number from 100 to 600000",
+                })?;
+            self.index.db_timeout_ms = Some(ms);
         }
         if let Some(v) = get("DELOOP_MODE") {
             self.oracle.mode = v.to_string();

@@ -31,6 +31,7 @@ mod search;
 mod stopwords;
 mod store;
 
+pub use backend::postgres::DEFAULT_DB_TIMEOUT;
 pub use backend::{display_location, is_database_url, unsupported_location};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{

@@ -279,16 +279,24 @@ impl Index {
             (Retrieval::Lexical, None) => self.lexical(&req.text, req.expansion.as_deref(), k)?,
             (Retrieval::Vector, None) => self.vector(req.vector.as_deref().unwrap_or(&[]), k)?,
             (mode, passage) => {
-                let question = match mode {
-                    Retrieval::Vector => {
-                        self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?
+                let query_vector = req.vector.as_deref().unwrap_or(&[]);
+                let (question, vec) = match mode {
+                    Retrieval::Vector => (self.vector(query_vector, depth)?, None),
+                    Retrieval::Hybrid => {
+                        let (lex, vec) = self.backend.lexical_and_vector(
+                            &query_terms(&req.text, req.expansion.as_deref()),
+                            query_vector,
+                            depth,
+                        )?;
+                        (lex, Some(vec))
                     }
-                    _ => self.lexical(&req.text, req.expansion.as_deref(), depth)?,
+                    Retrieval::Lexical => (
+                        self.lexical(&req.text, req.expansion.as_deref(), depth)?,
+                        None,
+                    ),
                 };
                 let mut lists = vec![(question.as_slice(), 1.0)];
-                let vec;
-                if mode == Retrieval::Hybrid {
-                    vec = self.vector(req.vector.as_deref().unwrap_or(&[]), depth)?;
+                if let Some(vec) = &vec {
                     lists.push((vec.as_slice(), 1.0));
                 }
                 if let Some((list, p)) = &passage {

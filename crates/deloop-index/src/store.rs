@@ -2,8 +2,9 @@
 //! storage [`Backend`] (SQLite or PostgreSQL).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::backend::postgres::PostgresBackend;
+use crate::backend::postgres::{PostgresBackend, DEFAULT_DB_TIMEOUT};
 use crate::backend::sqlite::SqliteBackend;
 use crate::backend::{is_database_url, Backend};
 use crate::chunk::ChunkConfig;
@@ -108,11 +109,19 @@ impl Index {
     /// Opens an existing index; [`Error::NoIndex`] when there is no file
     /// (or no deloop schema in the database).
     pub fn open_existing(path: &Path) -> Result<Self> {
+        Self::open_existing_within(path, DEFAULT_DB_TIMEOUT)
+    }
+
+    /// [`Index::open_existing`] where a PostgreSQL database is given
+    /// `db_timeout` to connect, to lend a pooled connection and to run
+    /// each statement (`[index] db_timeout_ms`); an SQLite file ignores it.
+    pub fn open_existing_within(path: &Path, db_timeout: Duration) -> Result<Self> {
         if let Some(problem) = crate::unsupported_location(path) {
             return Err(Error::BadInput(problem));
         }
         if is_database_url(path) {
-            let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), None)?;
+            let (backend, options) =
+                PostgresBackend::open(&path.to_string_lossy(), None, db_timeout)?;
             return Ok(Self::with_backend(Box::new(backend), options, path));
         }
         if !path.is_file() {
@@ -125,11 +134,22 @@ impl Index {
 
     /// Opens or creates the index at `path`; `options` apply when it is created.
     pub fn open_with(path: &Path, options: IndexOptions) -> Result<Self> {
+        Self::open_with_within(path, options, DEFAULT_DB_TIMEOUT)
+    }
+
+    /// [`Index::open_with`] with a PostgreSQL deadline, as
+    /// [`Index::open_existing_within`].
+    pub fn open_with_within(
+        path: &Path,
+        options: IndexOptions,
+        db_timeout: Duration,
+    ) -> Result<Self> {
         if let Some(problem) = crate::unsupported_location(path) {
             return Err(Error::BadInput(problem));
         }
         if is_database_url(path) {
-            let (backend, options) = PostgresBackend::open(&path.to_string_lossy(), Some(options))?;
+            let (backend, options) =
+                PostgresBackend::open(&path.to_string_lossy(), Some(options), db_timeout)?;
             return Ok(Self::with_backend(Box::new(backend), options, path));
         }
         let (backend, options) = SqliteBackend::open(Some(path), options)?;
@@ -156,8 +176,14 @@ impl Index {
     /// other tables and the `vector` extension are left alone). Nothing to
     /// delete is not an error. Used by `deloop index --reindex`.
     pub fn remove(path: &Path) -> Result<()> {
+        Self::remove_within(path, DEFAULT_DB_TIMEOUT)
+    }
+
+    /// [`Index::remove`] with a PostgreSQL deadline, as
+    /// [`Index::open_existing_within`].
+    pub fn remove_within(path: &Path, db_timeout: Duration) -> Result<()> {
         if is_database_url(path) {
-            return PostgresBackend::remove(&path.to_string_lossy());
+            return PostgresBackend::remove(&path.to_string_lossy(), db_timeout);
         }
         for suffix in ["", "-wal", "-shm"] {
             let mut p = path.as_os_str().to_owned();

@@ -459,7 +459,7 @@ fn migrations_and_errors_name_the_problem() {
             "SELECT string_agg(version::text, ',') FROM deloop_migrations"
         )
         .trim(),
-        "1"
+        "1,2"
     );
     assert_eq!(
         pg.psql(
@@ -526,4 +526,180 @@ fn an_unreachable_server_is_a_clear_error() {
     );
     assert!(err.contains("check that the server is running"), "{err}");
     assert!(!err.contains(":pw@"), "{err}");
+}
+
+/// An index of schema version 1 (vectors in a column of the chunk table)
+/// with vectors in it is moved to version 2 (a narrow vector table with
+/// its HNSW index) when it is opened, and ranks exactly as before.
+#[test]
+fn a_version_1_index_with_vectors_migrates_and_ranks_alike() {
+    let Some(pg) = cluster("backends::a_version_1_index_migrates") else {
+        return;
+    };
+    let mut p = pair(&pg, "v1", IndexOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    docs(dir.path());
+    let paths = [dir.path().to_path_buf()];
+    p.sqlite
+        .index_paths(&paths, Some(&Toy), &mut |_| {})
+        .unwrap();
+    p.pg.index_paths(&paths, Some(&Toy), &mut |_| {}).unwrap();
+    let vectors = p.pg.summary().unwrap().vectors;
+    assert!(vectors > 6);
+    let Pair {
+        sqlite,
+        pg: pg_index,
+        _dir,
+    } = p;
+    drop(pg_index);
+    // Back to version 1's layout, as a deloop of that version left it.
+    pg.psql(
+        "v1",
+        "BEGIN;
+         ALTER TABLE deloop_chunks ADD COLUMN embedding vector(16);
+         UPDATE deloop_chunks c SET embedding = v.embedding
+             FROM deloop_vectors v WHERE v.chunk_id = c.id;
+         CREATE INDEX deloop_chunks_embedding ON deloop_chunks
+             USING hnsw (embedding vector_cosine_ops);
+         DROP TABLE deloop_vectors;
+         DELETE FROM deloop_migrations WHERE version = 2;
+         COMMIT;",
+    );
+    let url = pg.url_with_password("v1");
+    let migrated = Index::open_existing(Path::new(&url)).unwrap();
+    assert_eq!(
+        pg.psql(
+            "v1",
+            "SELECT string_agg(version::text, ',' ORDER BY version) FROM deloop_migrations"
+        )
+        .trim(),
+        "1,2"
+    );
+    assert_eq!(
+        pg.psql(
+            "v1",
+            "SELECT to_regclass('deloop_vectors_embedding') IS NOT NULL,
+                    format_type(atttypid, atttypmod)
+             FROM pg_attribute WHERE attrelid = 'deloop_vectors'::regclass
+             AND attname = 'embedding'"
+        )
+        .trim(),
+        "t|vector(16)"
+    );
+    assert_eq!(migrated.summary().unwrap().vectors, vectors);
+    let both = Pair {
+        sqlite,
+        pg: migrated,
+        _dir,
+    };
+    for q in QUERIES {
+        for req in requests(q) {
+            search_both(&both, &req);
+        }
+    }
+}
+
+/// A statement held up on the server (a lock another session keeps)
+/// ends at `db_timeout` as `Unavailable`, naming the database, and the
+/// same index answers again once the lock is gone.
+#[test]
+fn a_statement_held_up_ends_at_the_deadline() {
+    let Some(pg) = cluster("backends::a_statement_held_up") else {
+        return;
+    };
+    let mut p = pair(&pg, "slow", IndexOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    docs(dir.path());
+    p.pg.index_paths(&[dir.path().to_path_buf()], Some(&Toy), &mut |_| {})
+        .unwrap();
+    let url = pg.url_with_password("slow");
+    let index = Index::open_existing_within(Path::new(&url), std::time::Duration::from_millis(300))
+        .unwrap();
+    let req = SearchRequest {
+        text: "password".into(),
+        vector: Some(toy_vector("password")),
+        k: 5,
+        mode: Retrieval::Hybrid,
+        ..Default::default()
+    };
+    assert!(!index.search(&req).unwrap().matches.is_empty());
+    // Another session holds the statistics table until it is told to stop.
+    let locked = Arc::new(AtomicBool::new(false));
+    let holder = {
+        let (bin, port, password) = (pg.bin().to_path_buf(), pg.port(), pg.password().to_string());
+        let locked = locked.clone();
+        std::thread::spawn(move || {
+            let mut child = std::process::Command::new(bin.join("psql"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-U",
+                    "deloop",
+                    "-d",
+                    "slow",
+                ])
+                .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1"])
+                .env("PGPASSWORD", password)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::{BufRead, Write};
+            let mut stdin = child.stdin.take().unwrap();
+            writeln!(
+                stdin,
+                "BEGIN; LOCK TABLE deloop_stats IN ACCESS EXCLUSIVE MODE; SELECT 'locked';"
+            )
+            .unwrap();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            while out.read_line(&mut line).unwrap() > 0 && !line.contains("locked") {
+                line.clear();
+            }
+            locked.store(true, Ordering::SeqCst);
+            (child, stdin)
+        })
+    };
+    let (mut child, stdin) = holder.join().unwrap();
+    assert!(locked.load(Ordering::SeqCst));
+    let err = index.search(&req).unwrap_err();
+    assert!(
+        matches!(err, deloop_index::Error::Unavailable(_)),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains(&pg.url("slow")), "{text}");
+    assert!(text.contains("statement timeout"), "{text}");
+    assert!(!text.contains(pg.password()), "{text}");
+    drop(stdin);
+    child.wait().unwrap();
+    assert!(!index.search(&req).unwrap().matches.is_empty());
+}
+
+/// A host that accepts connections and never answers (a hung server, a
+/// black-holed network) is `Unavailable` at the deadline, not a hang.
+#[test]
+fn a_server_that_never_answers_ends_at_the_deadline() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().take(4) {
+            held.push(s);
+        }
+        held
+    });
+    let url: PathBuf = format!("postgres://deloop:pw@127.0.0.1:{port}/x").into();
+    let err = Index::open_existing_within(&url, std::time::Duration::from_millis(300)).unwrap_err();
+    assert!(
+        matches!(err, deloop_index::Error::Unavailable(_)),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+    drop(held);
 }

@@ -150,6 +150,16 @@ pub(crate) trait Backend: Send + std::fmt::Debug {
     fn vector_dim(&self) -> Result<Option<usize>>;
     /// The `k` chunks nearest to `query` by cosine similarity (the score).
     fn vector(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>>;
+    /// [`Backend::lexical`] and [`Backend::vector`] of one hybrid search
+    /// (PostgreSQL reads both in one snapshot and one round trip).
+    fn lexical_and_vector(
+        &self,
+        words: &[String],
+        query: &[f32],
+        k: usize,
+    ) -> Result<(Vec<(i64, f32)>, Vec<(i64, f32)>)> {
+        Ok((self.lexical(words, k)?, self.vector(query, k)?))
+    }
     /// The chunks of `ranked`, in its order, with its scores.
     fn load_matches(&self, ranked: &[(i64, f32)]) -> Result<Vec<ChunkMatch>>;
     /// The cached HyDE passage for `question` and `model`.

@@ -17,10 +17,11 @@ pub(super) const HNSW_MAX_DIM: usize = 2000;
 
 /// `(version, what it does, SQL)`, in order. Never edit one that shipped:
 /// add the next.
-pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "documents, chunks with a pgvector column, the BM25 term table, the HyDE cache",
-    "
+pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "documents, chunks with a pgvector column, the BM25 term table, the HyDE cache",
+        "
     CREATE TABLE deloop_meta(key text PRIMARY KEY, value text NOT NULL);
     CREATE TABLE deloop_documents(
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -70,11 +71,40 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[(
         PRIMARY KEY(model, question)
     );
     ",
-)];
+    ),
+    (
+        2,
+        "vectors move to a narrow table of their own (the HNSW walk reads only them)",
+        "
+    CREATE TABLE deloop_vectors(
+        chunk_id bigint PRIMARY KEY REFERENCES deloop_chunks(id) ON DELETE CASCADE,
+        embedding vector NOT NULL
+    );
+    INSERT INTO deloop_vectors(chunk_id, embedding)
+        SELECT id, embedding FROM deloop_chunks WHERE embedding IS NOT NULL;
+    DROP INDEX IF EXISTS deloop_chunks_embedding;
+    ALTER TABLE deloop_chunks DROP COLUMN embedding;
+    -- Type the column and index it as the recorded embedder asks (what
+    -- prepare_vectors does for a new index).
+    DO $$
+    DECLARE d integer;
+    BEGIN
+        SELECT value::integer INTO d FROM deloop_meta WHERE key = 'embedder_dim';
+        IF d IS NOT NULL AND d > 0 THEN
+            EXECUTE format('ALTER TABLE deloop_vectors ALTER COLUMN embedding TYPE vector(%s)', d);
+            IF d <= 2000 THEN
+                CREATE INDEX deloop_vectors_embedding ON deloop_vectors
+                    USING hnsw (embedding vector_cosine_ops);
+            END IF;
+        END IF;
+    END $$;
+    ",
+    ),
+];
 
 /// The SQL that drops every deloop table (`deloop index --reindex`).
 pub(super) const DROP: &str = "
-    DROP TABLE IF EXISTS deloop_terms, deloop_chunks, deloop_documents, deloop_stats,
+    DROP TABLE IF EXISTS deloop_terms, deloop_vectors, deloop_chunks, deloop_documents, deloop_stats,
         deloop_hyde_cache, deloop_meta, deloop_migrations CASCADE;
 ";
 
