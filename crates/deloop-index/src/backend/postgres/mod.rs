@@ -348,11 +348,16 @@ impl Backend for PostgresBackend {
             let mut c = pool.get().await?;
             let tx = c.build_transaction().read_only(true).start().await?;
             // Sent together: tokio-postgres pipelines them in this order.
-            let (_, postings, rows) = tokio::try_join!(
-                async { Ok::<_, Failure>(tx.batch_execute(&vq.setting).await?) },
+            // All are awaited, and the first failure in that order is the
+            // one reported (the later ones only say the transaction
+            // aborted).
+            let (set, postings, rows) = tokio::join!(
+                tx.batch_execute(&vq.setting),
                 rank::postings(&*tx, &distinct),
                 rank::nearest(&tx, &vq),
-            )?;
+            );
+            set?;
+            let (postings, rows) = (postings?, rows?);
             tx.commit().await?;
             Ok((postings, rows))
         })?;
