@@ -28,6 +28,8 @@ pub(crate) type SharedEmbedder = Box<dyn Embedder + Send + Sync>;
 pub(crate) struct IndexPool {
     path: PathBuf,
     idle: Mutex<Vec<Index>>,
+    /// `[index] db_timeout_ms` (PostgreSQL only).
+    db_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for IndexPool {
@@ -39,11 +41,14 @@ impl std::fmt::Debug for IndexPool {
 }
 
 impl IndexPool {
-    /// A pool over `path`, starting with the connection `first`.
-    pub fn new(path: PathBuf, first: Index) -> Self {
+    /// A pool over `path`, starting with the connection `first`; its
+    /// further connections to a PostgreSQL index get `db_timeout`
+    /// (`[index] db_timeout_ms`).
+    pub fn new(path: PathBuf, first: Index, db_timeout: std::time::Duration) -> Self {
         IndexPool {
             path,
             idle: Mutex::new(vec![first]),
+            db_timeout,
         }
     }
 
@@ -53,7 +58,7 @@ impl IndexPool {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let index = match idle {
             Some(index) => index,
-            None => Index::open_existing(&self.path)?,
+            None => Index::open_existing_within(&self.path, self.db_timeout)?,
         };
         let out = f(&index);
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -266,7 +271,11 @@ pub(crate) fn open_index(
     let root = std::fs::canonicalize(&root).ok();
     // A PostgreSQL URL is always named, never built from the embedded docs.
     if deloop_index::is_database_url(&db) || db.is_file() {
-        let mut index = Index::open_existing(&db).map_err(|e| match e {
+        let db_timeout = config
+            .index
+            .db_timeout()
+            .map_err(|e| OracleError::BadRequest(e.to_string()))?;
+        let mut index = Index::open_existing_within(&db, db_timeout).map_err(|e| match e {
             // Named by the index, without a password.
             deloop_index::Error::NoIndex { path } => OracleError::NoIndex { path: path.into() },
             e => e.into(),

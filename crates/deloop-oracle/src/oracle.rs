@@ -303,7 +303,14 @@ impl Oracle {
                 settings,
                 config: config.clone(),
                 client,
-                pool: IndexPool::new(opened.path, opened.index),
+                pool: IndexPool::new(
+                    opened.path,
+                    opened.index,
+                    config
+                        .index
+                        .db_timeout()
+                        .unwrap_or(deloop_index::DEFAULT_DB_TIMEOUT),
+                ),
                 root: opened.root,
                 embedder,
                 notes: opened.notes,

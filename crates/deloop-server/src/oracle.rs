@@ -151,10 +151,16 @@ pub fn oracle_of(state: &AppState) -> Result<Oracle, ApiError> {
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
                 format!("the documentation oracle could not open: {reason}"),
             )),
-            None => Err(ApiError::unavailable(
-                "the index is still opening (the first start builds it from deloop's docs); retry shortly",
-                1,
-            )),
+            None => Err(match state.oracle_waiting() {
+                Some(why) => ApiError::unavailable(
+                    format!("the index cannot be reached yet (the server retries): {why}"),
+                    2,
+                ),
+                None => ApiError::unavailable(
+                    "the index is still opening (the first start builds it from deloop's docs); retry shortly",
+                    1,
+                ),
+            }),
         },
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct Inner {
     /// `Some` when this server answers `/api/*` and the MCP `ask` tool;
     /// the oracle is set once it has opened.
     pub oracle: Option<OnceLock<Result<Oracle, String>>>,
+    /// Why the oracle is not open yet when its index cannot be reached
+    /// (the server retries); `None` while it simply opens.
+    pub oracle_waiting: std::sync::Mutex<Option<String>>,
     /// The guard decisions the console's Live page shows.
     pub events: Arc<EventBus>,
     /// The web console: its logins and navigation.
@@ -71,6 +74,7 @@ impl AppState {
             keys,
             permits,
             ready: AtomicBool::new(false),
+            oracle_waiting: std::sync::Mutex::new(None),
             oracle: None,
             events,
             console,
@@ -93,6 +97,7 @@ impl AppState {
             keys: i.keys.clone(),
             permits: i.permits.clone(),
             ready: AtomicBool::new(false),
+            oracle_waiting: std::sync::Mutex::new(None),
             oracle: Some(OnceLock::new()),
             events: i.events.clone(),
             console: i.console.clone(),
@@ -119,6 +124,26 @@ impl AppState {
             Some(slot) => slot.set(Err(reason)).is_ok(),
             None => false,
         }
+    }
+
+    /// Records why the oracle is not open yet while its index cannot be
+    /// reached and the server retries (`/readyz` and the oracle's routes
+    /// answer 503 with it); `None` clears it.
+    pub fn set_oracle_waiting(&self, reason: Option<String>) {
+        *self
+            .0
+            .oracle_waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+
+    /// Why the oracle is not open yet, when its index cannot be reached.
+    pub fn oracle_waiting(&self) -> Option<String> {
+        self.0
+            .oracle_waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Whether this server answers the documentation oracle.

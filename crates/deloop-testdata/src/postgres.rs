@@ -42,6 +42,8 @@ pub struct PgCluster {
     bin: PathBuf,
     port: u16,
     password: String,
+    /// The unprivileged user that runs the server when the tests run as root.
+    run_as: Option<String>,
 }
 
 impl PgCluster {
@@ -103,6 +105,72 @@ impl PgCluster {
         tail(&self.dir.join("log"), max_bytes)
     }
 
+    /// Stops the server (a fast shutdown), keeping its data and port, as
+    /// a database that goes down. [`PgCluster::start_again`] brings it back.
+    pub fn stop(&mut self) {
+        if let Some(pid) = self.postmaster_pid() {
+            let _ = Command::new("kill").args(["-INT", &pid]).status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server stopped by [`PgCluster::stop`] again, on the same
+    /// port with the same data; panics when it does not come up.
+    pub fn start_again(&mut self) {
+        let before = self.times_ready();
+        self.child = launch(&self.bin, &self.dir, self.port, self.run_as.as_deref())
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Err(e) = self.wait_ready(before) {
+            panic!("{e}");
+        }
+    }
+
+    /// How many times the log says the server was ready.
+    fn times_ready(&self) -> usize {
+        self.log_tail(usize::MAX)
+            .matches("ready to accept connections")
+            .count()
+    }
+
+    /// Waits until the server listens and its log says it is ready for
+    /// the `before + 1`-th time.
+    fn wait_ready(&mut self, before: usize) -> Result<(), String> {
+        let port = self.port;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "postgres exited ({status}) on port {port}; its log ends:\n{}",
+                    self.log_tail(3000)
+                ));
+            }
+            let listening = TcpStream::connect_timeout(
+                &SocketAddrV4::new(Ipv4Addr::LOCALHOST, port).into(),
+                Duration::from_millis(200),
+            )
+            .is_ok();
+            if listening && self.times_ready() > before {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "postgres on port {port} did not accept connections within {} s; its log ends:\n{}",
+                    READY_TIMEOUT.as_secs(),
+                    self.log_tail(3000)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn postmaster_pid(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).ok()?;
         text.lines().next().map(|l| l.trim().to_string())
@@ -114,18 +182,7 @@ impl Drop for PgCluster {
         // SIGINT is PostgreSQL's fast shutdown. The child may be `runuser`,
         // which does not pass SIGKILL on, so the postmaster is signalled
         // itself; the child is killed only when it outlives that.
-        if let Some(pid) = self.postmaster_pid() {
-            let _ = Command::new("kill").args(["-INT", &pid]).status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -242,56 +299,48 @@ fn spawn(bin: &Path) -> Result<PgCluster, String> {
         ));
     }
     let port = free_port().map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
-    let log = std::fs::File::create(dir.join("log")).map_err(|e| format!("log: {e}"))?;
-    let log_err = log.try_clone().map_err(|e| format!("log: {e}"))?;
-    let child = command("postgres")
-        .arg("-D")
-        .arg(dir.join("data"))
-        .args(["-p", &port.to_string(), "-k"])
-        .arg(&dir)
-        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-        .args(["-c", "max_connections=60", "-c", "shared_buffers=64MB"])
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| format!("cannot run postgres: {e}"))?;
+    let child = launch(bin, &dir, port, run_as.as_deref())?;
     let mut cluster = PgCluster {
         child,
         dir,
         bin: bin.to_path_buf(),
         port,
         password,
+        run_as,
     };
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if let Ok(Some(status)) = cluster.child.try_wait() {
-            return Err(format!(
-                "postgres exited ({status}) on port {port}; its log ends:\n{}",
-                cluster.log_tail(3000)
-            ));
+    cluster.wait_ready(0)?;
+    Ok(cluster)
+}
+
+/// Starts `postgres` on the cluster in `dir`, logging to `dir/log`
+/// (appended: a restart keeps the earlier lines).
+fn launch(bin: &Path, dir: &Path, port: u16, run_as: Option<&str>) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("log"))
+        .map_err(|e| format!("log: {e}"))?;
+    let log_err = log.try_clone().map_err(|e| format!("log: {e}"))?;
+    let mut command = match run_as {
+        Some(user) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", user, "--"]).arg(bin.join("postgres"));
+            c
         }
-        let listening = TcpStream::connect_timeout(
-            &SocketAddrV4::new(Ipv4Addr::LOCALHOST, port).into(),
-            Duration::from_millis(200),
-        )
-        .is_ok();
-        if listening
-            && cluster
-                .log_tail(100_000)
-                .contains("ready to accept connections")
-        {
-            return Ok(cluster);
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "postgres on port {port} did not accept connections within {} s; its log ends:\n{}",
-                READY_TIMEOUT.as_secs(),
-                cluster.log_tail(3000)
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        None => Command::new(bin.join("postgres")),
+    };
+    command
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir)
+        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+        .args(["-c", "max_connections=60", "-c", "shared_buffers=64MB"])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("cannot run postgres: {e}"))
 }
 
 fn dir_suffix(dir: &Path) -> String {

@@ -195,3 +195,92 @@ fn a_database_without_an_index_exits_2_without_the_password() {
     assert!(stderr.contains(&pg.url("bare")), "{stderr}");
     assert!(!stderr.contains(pg.password()), "{stderr}");
 }
+
+/// The database is down when `deloop serve` starts: the server starts,
+/// `/healthz` answers 200, `/readyz` and the oracle answer 503 naming the
+/// database (never its password); once the database is up, the same
+/// process becomes ready and answers, without a restart.
+#[test]
+fn serve_waits_for_a_database_that_is_down_at_start() {
+    let Some(mut pg) = deloop_testdata::postgres::start(SUITE) else {
+        return;
+    };
+    pg.create_database("later");
+    let url = pg.url("later");
+    let password = pg.password().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    docs(tmp.path());
+    let args = ["index", "--db", url.as_str(), "--json", "docs"];
+    ok(deloop(tmp.path(), &args, &password), &args, &password);
+    pg.stop();
+
+    let env = [
+        ("DELOOP_DB_PASSWORD", password.as_str()),
+        ("DELOOP_DB_TIMEOUT_MS", "500"),
+    ];
+    let server = start(&["--db", url.as_str()], &env);
+    let question = json!({"question": "How do I stop a looping stream?", "lang": "en"});
+    // Until the first attempt fails, the index is only "opening".
+    let mut named = None;
+    for _ in 0..200 {
+        let (status, body) = http("GET", &format!("{}/readyz", server.url), None, "text/plain");
+        assert_eq!(status, 503, "{body}");
+        if body.contains("cannot be reached") {
+            named = Some(body);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let named = named.expect("/readyz never named the unreachable database");
+    assert!(named.contains(&url), "{named}");
+    assert!(!named.contains(&password), "{named}");
+    assert_eq!(
+        http(
+            "GET",
+            &format!("{}/healthz", server.url),
+            None,
+            "text/plain"
+        )
+        .0,
+        200
+    );
+    let (status, v) = post(&format!("{}/api/oracle", server.url), &question);
+    assert_eq!(status, 503, "{v}");
+    assert!(v.to_string().contains(&url), "{v}");
+
+    pg.start_again();
+    let mut ready = false;
+    for _ in 0..300 {
+        if http("GET", &format!("{}/readyz", server.url), None, "text/plain").0 == 200 {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        ready,
+        "the server never became ready once the database was up"
+    );
+    let (status, v) = post(&format!("{}/api/oracle", server.url), &question);
+    assert_eq!(status, 200, "{v}");
+    assert!(v["citations"].to_string().contains("loops.md"), "{v}");
+
+    // It goes down again under a ready server: 503 naming it, and back.
+    pg.stop();
+    let (status, v) = post(&format!("{}/api/oracle", server.url), &question);
+    assert_eq!(status, 503, "{v}");
+    assert!(!v.to_string().contains(&password), "{v}");
+    pg.start_again();
+    let mut back = false;
+    for _ in 0..100 {
+        if post(&format!("{}/api/oracle", server.url), &question).0 == 200 {
+            back = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        back,
+        "the same process did not answer again once the database was back"
+    );
+}

@@ -47,7 +47,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
         not_ready.push(e.to_string());
     }
     if !state.is_ready() {
-        not_ready.push("the index is still opening".to_string());
+        not_ready.push(match state.oracle_waiting() {
+            Some(why) => format!("the index cannot be reached yet (retrying): {why}"),
+            None => "the index is still opening".to_string(),
+        });
     }
     if !not_ready.is_empty() {
         return Err(ApiError::unavailable(not_ready.join("; "), 1));

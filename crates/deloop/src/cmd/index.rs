@@ -3,6 +3,7 @@
 //! docs/retrieval.md and docs/deployment.md.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use deloop_index::{
     find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, Index, IndexOptions,
@@ -71,8 +72,11 @@ pub struct Args {
 
 /// The index path: the flag (or `DELOOP_DB`), else the config file's
 /// `[index] db`, else `.deloop/index.db`: the same resolution as `deloop ask`.
-pub(crate) fn db_path(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
-    Ok(deloop_config::Config::load(None)?.db_path(flag).path)
+/// The index location (`flag`, `DELOOP_DB`, `[index] db`, the default)
+/// and the PostgreSQL deadline (`[index] db_timeout_ms`).
+pub(crate) fn db_location(flag: Option<&Path>) -> anyhow::Result<(PathBuf, Duration)> {
+    let config = deloop_config::Config::load(None)?;
+    Ok((config.db_path(flag).path, config.index.db_timeout()?))
 }
 
 /// Loads the local MiniLM model from `dir`, else from where
@@ -101,13 +105,13 @@ fn auto_embedder(minilm_dir: Option<&Path>, quiet: bool) -> Option<LocalEmbedder
 
 /// Runs `deloop index`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
-    let db = db_path(args.db.as_deref())?;
+    let (db, db_timeout) = db_location(args.db.as_deref())?;
     let beir = args.format == "beir";
     if beir && args.paths.len() != 1 {
         return Err(BadInput("--format beir takes exactly one corpus.jsonl file".into()).into());
     }
     if args.reindex {
-        Index::remove(&db).map_err(map_index_error)?;
+        Index::remove_within(&db, db_timeout).map_err(map_index_error)?;
     }
     let options = IndexOptions {
         stemmer: if args.stemmer == "none" {
@@ -117,7 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         },
         ..Default::default()
     };
-    let mut index = Index::open_with(&db, options).map_err(map_index_error)?;
+    let mut index = Index::open_with_within(&db, options, db_timeout).map_err(map_index_error)?;
 
     let recorded = index
         .embedder_info()?

@@ -11,7 +11,7 @@ use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams};
 use deloop_oracle::index_search::{query_embedder, search_index, SearchQuery};
 use deloop_oracle::retrieve::{HydeJoin, IndexCache};
 
-use crate::cmd::index::{db_path, map_index_error};
+use crate::cmd::index::{db_location, map_index_error};
 use crate::exit::{BadInput, Exit};
 use crate::render::search::{batch_human, batch_line, fallback_note, outcome_human, outcome_json};
 
@@ -80,8 +80,8 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         "vector" => Retrieval::Vector,
         _ => Retrieval::Hybrid,
     };
-    let db = db_path(args.db.as_deref())?;
-    let index = Index::open_existing(&db).map_err(map_index_error)?;
+    let (db, db_timeout) = db_location(args.db.as_deref())?;
+    let index = Index::open_existing_within(&db, db_timeout).map_err(map_index_error)?;
     let mut config = deloop_config::Config::load(None)?;
     if let Some(dir) = &args.minilm_dir {
         config.index.minilm_dir = Some(dir.clone());

@@ -213,42 +213,79 @@ fn open_oracle(
     failed: tokio::sync::oneshot::Sender<anyhow::Error>,
     place: OraclePlace,
 ) {
-    tokio::task::spawn_blocking(move || {
-        let on_note = |note: &str| tracing::info!(%note, "opening the index");
-        let opened = deloop_oracle::Oracle::open_with(
-            &config,
-            db.as_deref(),
-            deloop_oracle::OpenOptions {
-                extractive_only: false,
-                on_note: Some(&on_note),
-                default_db: place.default_db.as_deref(),
-                cancel: place.cancel.as_deref(),
-            },
-        );
-        match opened {
-            Ok(oracle) => {
-                tracing::info!(
-                    provider = oracle.provider(),
-                    model = oracle.model(),
-                    "the oracle is open; ready"
-                );
-                state.set_oracle(oracle);
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot open the oracle");
-                state.set_oracle_failed(e.to_string());
-                let _ = failed.send(if e.is_usage() {
-                    BadInput(e.to_string()).into()
-                } else {
-                    anyhow::Error::new(e).context("cannot open the index")
-                });
+    tokio::spawn(async move {
+        let mut backoff = RETRY_FIRST;
+        loop {
+            let (config, db, place) = (config.clone(), db.clone(), place.clone());
+            let opened = tokio::task::spawn_blocking(move || {
+                let on_note = |note: &str| tracing::info!(%note, "opening the index");
+                deloop_oracle::Oracle::open_with(
+                    &config,
+                    db.as_deref(),
+                    deloop_oracle::OpenOptions {
+                        extractive_only: false,
+                        on_note: Some(&on_note),
+                        default_db: place.default_db.as_deref(),
+                        cancel: place.cancel.as_deref(),
+                    },
+                )
+            })
+            .await;
+            let opened = match opened {
+                Ok(opened) => opened,
+                Err(e) => {
+                    let _ = failed.send(anyhow::anyhow!("opening the index panicked: {e}"));
+                    return;
+                }
+            };
+            match opened {
+                Ok(oracle) => {
+                    tracing::info!(
+                        provider = oracle.provider(),
+                        model = oracle.model(),
+                        "the oracle is open; ready"
+                    );
+                    state.set_oracle_waiting(None);
+                    state.set_oracle(oracle);
+                    return;
+                }
+                // A database that is down or too slow now may come back:
+                // the server keeps serving everything else, answers 503
+                // naming it, and tries again.
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(
+                        error = %e,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "the index cannot be reached; retrying"
+                    );
+                    state.set_oracle_waiting(Some(e.to_string()));
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RETRY_MAX);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot open the oracle");
+                    state.set_oracle_waiting(None);
+                    state.set_oracle_failed(e.to_string());
+                    let _ = failed.send(if e.is_usage() {
+                        BadInput(e.to_string()).into()
+                    } else {
+                        anyhow::Error::new(e).context("cannot open the index")
+                    });
+                    return;
+                }
             }
         }
     });
 }
 
+/// The first wait before opening an unreachable index again; it doubles
+/// up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest wait between two attempts to reach the index.
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where [`open_oracle`] builds a missing default index, and how to stop it.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct OraclePlace {
     /// The default index's location (else `.deloop/index.db`).
     default_db: Option<PathBuf>,
