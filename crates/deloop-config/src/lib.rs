@@ -58,6 +58,7 @@ pub const ENV_VARS: &[&str] = &[
     "DELOOP_HYDE_FUSED_WEIGHT",
     "DELOOP_HYDE_AGREEMENT_POWER",
     "DELOOP_PROGRESS_INTERVAL",
+    "DELOOP_DB_TIMEOUT_MS",
     "DELOOP_STREAM",
     "DELOOP_LLM_TIMEOUT",
 ];
@@ -565,6 +566,27 @@ mod tests {
                 "{name} is not in ENV_VARS"
             );
         }
+    }
+
+    #[test]
+    fn db_timeout_out_of_bounds_names_the_key_and_its_bounds() {
+        let mut c = Config::default();
+        assert_eq!(c.index.db_timeout().unwrap().as_millis(), 30_000);
+        c.index.db_timeout_ms = Some(99);
+        let e = c.check_bounds().unwrap_err().to_string();
+        assert!(
+            e.contains("index.db_timeout_ms") && e.contains("100 to 600000"),
+            "{e}"
+        );
+        let e = Config::default()
+            .apply_env(&env(&[("DELOOP_DB_TIMEOUT_MS", "700000")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("DELOOP_DB_TIMEOUT_MS"), "{e}");
+        let mut c = Config::default();
+        c.apply_env(&env(&[("DELOOP_DB_TIMEOUT_MS", "250")]))
+            .unwrap();
+        assert_eq!(c.index.db_timeout().unwrap().as_millis(), 250);
     }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
