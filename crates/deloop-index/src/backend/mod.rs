@@ -80,6 +80,9 @@ pub fn display_location(db: &Path) -> String {
     }
 }
 
+/// A ranked list: `(chunk id, score)`, best first.
+pub(crate) type Ranked = Vec<(i64, f32)>;
+
 /// Counts of what a backend holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Counts {
@@ -157,7 +160,7 @@ pub(crate) trait Backend: Send + std::fmt::Debug {
         words: &[String],
         query: &[f32],
         k: usize,
-    ) -> Result<(Vec<(i64, f32)>, Vec<(i64, f32)>)> {
+    ) -> Result<(Ranked, Ranked)> {
         Ok((self.lexical(words, k)?, self.vector(query, k)?))
     }
     /// The chunks of `ranked`, in its order, with its scores.

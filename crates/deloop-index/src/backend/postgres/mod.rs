@@ -44,7 +44,7 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 
-use super::{Backend, Counts, NewDocument};
+use super::{Backend, Counts, NewDocument, Ranked};
 use crate::lexer::Lexer;
 use crate::search::ChunkMatch;
 use crate::store::{recorded_options, IndexOptions};
@@ -118,6 +118,69 @@ impl PostgresBackend {
         Fut: Future<Output = CallResult<T>> + Send + 'static,
     {
         self.shared.call(f)
+    }
+
+    /// The lexical query of `words`, `None` when nothing is to be looked up.
+    fn lexical_query(&self, words: &[String], k: usize) -> Result<Option<rank::LexicalQuery>> {
+        if words.is_empty() {
+            return Ok(None);
+        }
+        Ok(rank::LexicalQuery::new(self.lexer.phrases(words)?, k))
+    }
+
+    /// BM25 over the postings of `q`, read in one statement.
+    fn read_lexical(&self, q: rank::LexicalQuery) -> Result<Vec<(i64, f32)>> {
+        let distinct = q.distinct.clone();
+        let postings = self.call(|pool| async move {
+            let c = pool.get().await?;
+            rank::postings(&**c, &distinct).await
+        })?;
+        Ok(q.rank(&postings))
+    }
+
+    /// The HNSW walk of `q`, in a read-only transaction with its setting.
+    fn read_vector(&self, q: rank::VectorQuery) -> Result<Vec<(i64, f32)>> {
+        let q = Arc::new(q);
+        let query = q.clone();
+        let rows = self.call(move |pool| async move {
+            let mut c = pool.get().await?;
+            let tx = c.build_transaction().read_only(true).start().await?;
+            tx.batch_execute(&query.setting).await?;
+            let rows = rank::nearest(&tx, &query).await?;
+            tx.commit().await?;
+            Ok(rows)
+        })?;
+        Ok(q.rank(rows))
+    }
+
+    /// Both lists in one read-only transaction: one snapshot, the
+    /// statements pipelined.
+    fn read_both(
+        &self,
+        lexical: rank::LexicalQuery,
+        vector: rank::VectorQuery,
+    ) -> Result<(Ranked, Ranked)> {
+        let vector = Arc::new(vector);
+        let distinct = lexical.distinct.clone();
+        let vq = vector.clone();
+        let (postings, rows) = self.call(move |pool| async move {
+            let mut c = pool.get().await?;
+            let tx = c.build_transaction().read_only(true).start().await?;
+            // Sent together: tokio-postgres pipelines them in this order.
+            // All are awaited, and the first failure in that order is the
+            // one reported (the later ones only say the transaction
+            // aborted).
+            let (set, postings, rows) = tokio::join!(
+                tx.batch_execute(&vq.setting),
+                rank::postings(&*tx, &distinct),
+                rank::nearest(&tx, &vq),
+            );
+            set?;
+            let (postings, rows) = (postings?, rows?);
+            tx.commit().await?;
+            Ok((postings, rows))
+        })?;
+        Ok((lexical.rank(&postings), vector.rank(rows)))
     }
 }
 
@@ -273,18 +336,10 @@ impl Backend for PostgresBackend {
     }
 
     fn lexical(&self, words: &[String], k: usize) -> Result<Vec<(i64, f32)>> {
-        if words.is_empty() {
-            return Ok(Vec::new());
+        match self.lexical_query(words, k)? {
+            Some(q) => self.read_lexical(q),
+            None => Ok(Vec::new()),
         }
-        let Some(q) = rank::LexicalQuery::new(self.lexer.phrases(words)?, k) else {
-            return Ok(Vec::new());
-        };
-        let distinct = q.distinct.clone();
-        let postings = self.call(|pool| async move {
-            let c = pool.get().await?;
-            rank::postings(&**c, &distinct).await
-        })?;
-        Ok(q.rank(&postings))
     }
 
     fn vector_dim(&self) -> Result<Option<usize>> {
@@ -302,20 +357,10 @@ impl Backend for PostgresBackend {
     }
 
     fn vector(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>> {
-        let Some(q) = rank::VectorQuery::new(query, k) else {
-            return Ok(Vec::new());
-        };
-        let q = Arc::new(q);
-        let query = q.clone();
-        let rows = self.call(move |pool| async move {
-            let mut c = pool.get().await?;
-            let tx = c.build_transaction().read_only(true).start().await?;
-            tx.batch_execute(&query.setting).await?;
-            let rows = rank::nearest(&tx, &query).await?;
-            tx.commit().await?;
-            Ok(rows)
-        })?;
-        Ok(q.rank(rows))
+        match rank::VectorQuery::new(query, k) {
+            Some(q) => self.read_vector(q),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn lexical_and_vector(
@@ -323,45 +368,17 @@ impl Backend for PostgresBackend {
         words: &[String],
         query: &[f32],
         k: usize,
-    ) -> Result<(Vec<(i64, f32)>, Vec<(i64, f32)>)> {
-        let lexical = match words.is_empty() {
-            true => None,
-            false => rank::LexicalQuery::new(self.lexer.phrases(words)?, k),
-        };
-        let (lexical, vector) = match (lexical, rank::VectorQuery::new(query, k)) {
-            (Some(l), Some(v)) => (l, Arc::new(v)),
-            (l, v) => {
-                let lex = match l {
-                    Some(_) => self.lexical(words, k)?,
-                    None => Vec::new(),
-                };
-                let vec = match v {
-                    Some(_) => self.vector(query, k)?,
-                    None => Vec::new(),
-                };
-                return Ok((lex, vec));
-            }
-        };
-        let distinct = lexical.distinct.clone();
-        let vq = vector.clone();
-        let (postings, rows) = self.call(move |pool| async move {
-            let mut c = pool.get().await?;
-            let tx = c.build_transaction().read_only(true).start().await?;
-            // Sent together: tokio-postgres pipelines them in this order.
-            // All are awaited, and the first failure in that order is the
-            // one reported (the later ones only say the transaction
-            // aborted).
-            let (set, postings, rows) = tokio::join!(
-                tx.batch_execute(&vq.setting),
-                rank::postings(&*tx, &distinct),
-                rank::nearest(&tx, &vq),
-            );
-            set?;
-            let (postings, rows) = (postings?, rows?);
-            tx.commit().await?;
-            Ok((postings, rows))
-        })?;
-        Ok((lexical.rank(&postings), vector.rank(rows)))
+    ) -> Result<(Ranked, Ranked)> {
+        match (
+            self.lexical_query(words, k)?,
+            rank::VectorQuery::new(query, k),
+        ) {
+            (Some(lexical), Some(vector)) => self.read_both(lexical, vector),
+            (lexical, vector) => Ok((
+                lexical.map_or(Ok(Vec::new()), |q| self.read_lexical(q))?,
+                vector.map_or(Ok(Vec::new()), |q| self.read_vector(q))?,
+            )),
+        }
     }
 
     fn load_matches(&self, ranked: &[(i64, f32)]) -> Result<Vec<ChunkMatch>> {
