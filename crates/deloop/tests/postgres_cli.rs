@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-use common::{http, post, start};
+use common::{eventually, http, post, start};
 
 const SUITE: &str = "postgres_cli";
 
@@ -143,14 +143,9 @@ fn index_search_ask_and_serve_on_postgres() {
         start(&["--db", url.as_str()], &env),
     ];
     for server in &replicas {
-        let mut ready = false;
-        for _ in 0..300 {
-            if http("GET", &format!("{}/readyz", server.url), None, "text/plain").0 == 200 {
-                ready = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let ready = eventually(300, || {
+            http("GET", &format!("{}/readyz", server.url), None, "text/plain").0 == 200
+        });
         assert!(ready, "a replica never became ready");
         let (status, v) = post(
             &format!("{}/api/oracle", server.url),
@@ -249,14 +244,9 @@ fn serve_waits_for_a_database_that_is_down_at_start() {
     assert!(v.to_string().contains(&url), "{v}");
 
     pg.start_again();
-    let mut ready = false;
-    for _ in 0..300 {
-        if http("GET", &format!("{}/readyz", server.url), None, "text/plain").0 == 200 {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ready = eventually(300, || {
+        http("GET", &format!("{}/readyz", server.url), None, "text/plain").0 == 200
+    });
     assert!(
         ready,
         "the server never became ready once the database was up"
@@ -271,14 +261,9 @@ fn serve_waits_for_a_database_that_is_down_at_start() {
     assert_eq!(status, 503, "{v}");
     assert!(!v.to_string().contains(&password), "{v}");
     pg.start_again();
-    let mut back = false;
-    for _ in 0..100 {
-        if post(&format!("{}/api/oracle", server.url), &question).0 == 200 {
-            back = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let back = eventually(100, || {
+        post(&format!("{}/api/oracle", server.url), &question).0 == 200
+    });
     assert!(
         back,
         "the same process did not answer again once the database was back"

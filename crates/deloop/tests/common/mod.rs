@@ -70,6 +70,17 @@ pub fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
     }
 }
 
+/// Tries `f` up to `tries` times, 100 ms apart, until it says yes.
+pub fn eventually(tries: usize, mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
 /// A blocking POST with a JSON body (std only: the CLI crate's tests need no HTTP client).
 pub fn post(url: &str, body: &Value) -> (u16, Value) {
     let (status, text) = http(
