@@ -202,6 +202,8 @@ pub(crate) struct OpenedIndex {
     pub root: Option<PathBuf>,
     pub notes: Vec<String>,
     pub embedder: Option<QueryEmbedder>,
+    /// `[index] db_timeout_ms`, for the pool's further connections.
+    pub db_timeout: std::time::Duration,
 }
 
 /// How [`open_index`] finds and builds the default index.
@@ -269,12 +271,12 @@ pub(crate) fn open_index(
     }
     let root = crate::embedded::embedded_root(&db);
     let root = std::fs::canonicalize(&root).ok();
+    let db_timeout = config
+        .index
+        .db_timeout()
+        .map_err(|e| OracleError::BadRequest(e.to_string()))?;
     // A PostgreSQL URL is always named, never built from the embedded docs.
     if deloop_index::is_database_url(&db) || db.is_file() {
-        let db_timeout = config
-            .index
-            .db_timeout()
-            .map_err(|e| OracleError::BadRequest(e.to_string()))?;
         let mut index = Index::open_existing_within(&db, db_timeout).map_err(|e| match e {
             // Named by the index, without a password.
             deloop_index::Error::NoIndex { path } => OracleError::NoIndex { path: path.into() },
@@ -315,6 +317,7 @@ pub(crate) fn open_index(
             root,
             notes,
             embedder,
+            db_timeout,
         });
     }
     if explicit {
@@ -365,5 +368,6 @@ pub(crate) fn open_index(
         root: Some(built.root),
         notes: vec![note],
         embedder,
+        db_timeout,
     })
 }

@@ -303,14 +303,7 @@ impl Oracle {
                 settings,
                 config: config.clone(),
                 client,
-                pool: IndexPool::new(
-                    opened.path,
-                    opened.index,
-                    config
-                        .index
-                        .db_timeout()
-                        .unwrap_or(deloop_index::DEFAULT_DB_TIMEOUT),
-                ),
+                pool: IndexPool::new(opened.path, opened.index, opened.db_timeout),
                 root: opened.root,
                 embedder,
                 notes: opened.notes,
