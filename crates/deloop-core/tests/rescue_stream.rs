@@ -165,3 +165,15 @@ fn streams_before_the_end() {
         "Una respuesta \"con comillas\" y más texto que sigue un buen rato"
     );
 }
+
+/// Found by CI's proptest run (streaming_arbitrary_text): a quote followed
+/// by `,''}` was read as interior while streaming and as the end of the
+/// string by the batch parser.
+#[test]
+fn quote_before_comma_and_single_quotes_streams_like_batch() {
+    let raw = "{\"answer\": \"}'\n:\n\",''}:a{\"a\":\na['//'a}";
+    check(raw, "answer", &[148503770496890, 58731864155558034]).unwrap();
+    let cuts: Vec<usize> = (0..raw.len()).collect();
+    check(raw, "answer", &cuts).unwrap();
+    check(raw, "answer", &[]).unwrap();
+}

@@ -279,11 +279,16 @@ impl PartialExtractor {
                         return;
                     }
                     Some(Verdict::Inner) => {
-                        self.risk = Some(Risk {
-                            scanned: j + 1,
-                            dec_len: self.dec.len(),
-                            state: 0,
-                        });
+                        // A quote of an object written into the text is not
+                        // a rejected closing quote: the batch parser keeps
+                        // checking the tail of the last rejected one.
+                        if self.nest == 0 {
+                            self.risk = Some(Risk {
+                                scanned: j + 1,
+                                dec_len: self.dec.len(),
+                                state: 0,
+                            });
+                        }
                         self.dec.push(q as char);
                         self.run_start = self.dec.len();
                         self.pos = j + 1;
