@@ -62,6 +62,14 @@ pub struct ToolLoopLabels {
     pub action: String,
 }
 
+/// Labels of the guardrail's text-bytes metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TextBytesLabels {
+    /// `received` (the texts of response checks) or `judged` (what the loop
+    /// guard read of them).
+    pub kind: String,
+}
+
 /// Every metric deloop's HTTP services export.
 pub struct Metrics {
     registry: Registry,
@@ -71,6 +79,7 @@ pub struct Metrics {
     chars_saved: Family<CutLabels, Counter>,
     verdicts: Family<VerdictLabels, Counter>,
     tool_loops: Family<ToolLoopLabels, Counter>,
+    guardrail_text_bytes: Family<TextBytesLabels, Counter>,
     sessions_evicted: Counter,
     sessions_expired: Counter,
     sessions_live: Gauge<i64, AtomicI64>,
@@ -107,6 +116,7 @@ impl Metrics {
         let chars_saved = Family::<CutLabels, Counter>::default();
         let verdicts = Family::<VerdictLabels, Counter>::default();
         let tool_loops = Family::<ToolLoopLabels, Counter>::default();
+        let guardrail_text_bytes = Family::<TextBytesLabels, Counter>::default();
         let sessions_evicted = Counter::default();
         let sessions_expired = Counter::default();
         let sessions_live = Gauge::<i64, AtomicI64>::default();
@@ -138,6 +148,11 @@ impl Metrics {
             tool_loops.clone(),
         );
         registry.register(
+            "proxy_guardrail_text_bytes",
+            "Bytes of texts in LiteLLM's response checks: received, and judged by the loop guard",
+            guardrail_text_bytes.clone(),
+        );
+        registry.register(
             "sessions_evicted",
             "Sessions evicted at the cap (least recently used first)",
             sessions_evicted.clone(),
@@ -165,6 +180,7 @@ impl Metrics {
             chars_saved,
             verdicts,
             tool_loops,
+            guardrail_text_bytes,
             sessions_evicted,
             sessions_expired,
             sessions_live,
@@ -214,6 +230,18 @@ impl Metrics {
                 action: action.to_string(),
             })
             .inc();
+    }
+
+    /// Records the texts of one LiteLLM response check: bytes received and
+    /// bytes the loop guard judged.
+    pub fn guardrail_texts(&self, received: u64, judged: u64) {
+        for (kind, n) in [("received", received), ("judged", judged)] {
+            self.guardrail_text_bytes
+                .get_or_create(&TextBytesLabels {
+                    kind: kind.to_string(),
+                })
+                .inc_by(n);
+        }
     }
 
     /// A session was evicted at the cap.

@@ -47,7 +47,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use deloop_core::loops::Level;
-use deloop_core::repetition::{clamp, ClampConfig};
+use deloop_core::repetition::ClampConfig;
 use serde_json::{json, Value};
 
 use crate::api::Api;
@@ -55,9 +55,17 @@ use crate::tool_loops::{
     block_message, first_critical, openai_message_calls, warning_note, History, LoopJudge,
     ReplyCall, ToolLoopAction,
 };
+pub use streams::{judge_texts, Judged, ResponseStreams};
+
+pub mod streams;
 
 /// The path LiteLLM posts to.
 pub const PATH: &str = "/beta/litellm_basic_guardrail_api";
+
+/// A request header: `1` judges every text of a response check in full,
+/// as before streams were judged incrementally (for measuring the
+/// difference; LiteLLM sends it when set in the guardrail's `headers`).
+pub const FULL_CHECK_HEADER: &str = "x-deloop-full-check";
 
 /// What the guardrail found, for metrics: (source, tool, verdict, action).
 pub type Finding = (
@@ -82,29 +90,53 @@ pub fn guardrail_with_findings(
     clamp_config: &ClampConfig,
     loops: Option<(ToolLoopAction, &LoopJudge)>,
 ) -> Result<(Value, Vec<Finding>), String> {
-    answer(req, clamp_config, loops, None)
+    answer(req, clamp_config, loops, None).map(|a| (a.value, a.findings))
 }
 
-/// [`guardrail_with_findings`], remembering the history of a request by
-/// its `litellm_call_id` in `recent` (`cost`: the request's size in bytes),
-/// so that the response of the same call, which LiteLLM sends without the
-/// history, has its tool calls judged against it.
+/// [`guardrail_with_findings`], remembering what LiteLLM does not resend
+/// ([`Recall`]).
 pub fn guardrail_recalling(
     req: &Value,
     clamp_config: &ClampConfig,
     loops: Option<(ToolLoopAction, &LoopJudge)>,
-    recent: &RecentHistories,
-    cost: usize,
-) -> Result<(Value, Vec<Finding>), String> {
-    answer(req, clamp_config, loops, Some((recent, cost)))
+    recall: &Recall<'_>,
+) -> Result<Answer, String> {
+    answer(req, clamp_config, loops, Some(recall))
+}
+
+/// What the proxy remembers between guardrail requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Recall<'a> {
+    /// The history of a request by its `litellm_call_id`, so that the
+    /// response of the same call, which LiteLLM sends without the history,
+    /// has its tool calls judged against it.
+    pub histories: &'a RecentHistories,
+    /// The request's size in bytes (its cost in `histories`).
+    pub cost: usize,
+    /// The texts of a streamed response by `litellm_call_id`, judged
+    /// incrementally ([`streams`]); `None`: each text in full.
+    pub streams: Option<&'a ResponseStreams>,
+}
+
+/// A guardrail request's answer, with what was found and judged.
+#[derive(Debug)]
+pub struct Answer {
+    /// The body to send LiteLLM.
+    pub value: Value,
+    /// The tool-call loops found.
+    pub findings: Vec<Finding>,
+    /// Bytes of response `texts` received.
+    pub text_bytes: usize,
+    /// Bytes of them given to the loop guard ([`Judged::judged_bytes`]).
+    pub judged_bytes: usize,
 }
 
 fn answer(
     req: &Value,
     clamp_config: &ClampConfig,
     loops: Option<(ToolLoopAction, &LoopJudge)>,
-    recall: Option<(&RecentHistories, usize)>,
-) -> Result<(Value, Vec<Finding>), String> {
+    recall: Option<&Recall<'_>>,
+) -> Result<Answer, String> {
     let Some(obj) = req.as_object() else {
         return Err("the body must be a JSON object".into());
     };
@@ -136,14 +168,20 @@ fn answer(
         .get("litellm_call_id")
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty() && id.len() <= MAX_CALL_ID);
-    if let (Some((recent, cost)), Some(id), Some(_)) = (recall, call_id, loops) {
+    if let (Some(r), Some(id), Some(_)) = (recall, call_id, loops) {
         match (input_type, &history) {
-            ("request", Some(h)) if has_calls(h) => recent.remember(id, h.clone(), cost),
-            ("response", None) => history = recent.take(id),
+            ("request", Some(h)) if has_calls(h) => r.histories.remember(id, h.clone(), r.cost),
+            ("response", None) => history = r.histories.take(id),
             _ => {}
         }
     }
     let mut findings = Vec::new();
+    let done = |value, findings, judged: Option<&Judged>| Answer {
+        value,
+        findings,
+        text_bytes: judged.map_or(0, |_| texts.iter().map(String::len).sum()),
+        judged_bytes: judged.map_or(0, |j| j.judged_bytes),
+    };
     if input_type == "response" {
         if let (Some((action, judge)), Some(h)) = (loops, &history) {
             let calls = response_calls(obj.get("tool_calls"));
@@ -151,37 +189,42 @@ fn answer(
             let critical = first_critical(&calls, &verdicts);
             let block = action == ToolLoopAction::Block;
             if let Some((c, v)) = critical {
-                let done = if block { "blocked" } else { "observed" };
-                findings.push(("reply", c.name.clone(), v.clone(), done));
+                let what = if block { "blocked" } else { "observed" };
+                findings.push(("reply", c.name.clone(), v.clone(), what));
                 if block {
-                    return Ok((blocked(block_message(&c.name, &c.args, v)), findings));
+                    let v = blocked(block_message(&c.name, &c.args, v));
+                    return Ok(done(v, findings, None));
                 }
             }
         }
-        let mut changed = false;
-        let out: Vec<String> = texts
+        let judged = match (recall.and_then(|r| r.streams), call_id) {
+            (Some(streams), Some(id)) => streams.judge(id, &texts, clamp_config),
+            _ => judge_texts(&texts, clamp_config),
+        };
+        let changed = judged
+            .clamped
             .iter()
-            .map(|t| {
-                let c = clamp(t, clamp_config);
-                changed |= c.report().is_some();
-                c.text
-            })
-            .collect();
+            .any(|c| c.as_ref().is_some_and(|c| c.report().is_some()));
         let v = if changed {
+            let out: Vec<&str> = texts
+                .iter()
+                .zip(&judged.clamped)
+                .map(|(t, c)| c.as_ref().map_or(t.as_str(), |c| c.text.as_str()))
+                .collect();
             json!({"action": "GUARDRAIL_INTERVENED", "texts": out})
         } else {
             json!({"action": "NONE"})
         };
-        return Ok((v, findings));
+        return Ok(done(v, findings, Some(&judged)));
     }
     let (Some((action, judge)), Some(h)) = (loops, &history) else {
-        return Ok((json!({"action": "NONE"}), findings));
+        return Ok(done(json!({"action": "NONE"}), findings, None));
     };
     let Some(round) = judge.history(h) else {
-        return Ok((json!({"action": "NONE"}), findings));
+        return Ok(done(json!({"action": "NONE"}), findings, None));
     };
     let note = warning_note(&round);
-    let (v, done) = match action {
+    let (v, what) = match action {
         ToolLoopAction::Block if round.verdict.level == Level::Critical => {
             (blocked(note), "blocked")
         }
@@ -198,8 +241,8 @@ fn answer(
         }
         _ => (json!({"action": "NONE"}), "observed"),
     };
-    findings.push(("history", round.tool, round.verdict, done));
-    Ok((v, findings))
+    findings.push(("history", round.tool, round.verdict, what));
+    Ok(done(v, findings, None))
 }
 
 /// Whether the history holds a tool call (else there is nothing to judge a
@@ -422,13 +465,22 @@ mod tests {
         };
         let req = json!({"texts": ["go"], "input_type": "request", "litellm_call_id": "a",
             "structured_messages": history(8), "request_data": {}});
-        let (v, _) = guardrail_recalling(&req, &c, loops, &recent, 100).unwrap();
+        let recall = Recall {
+            histories: &recent,
+            cost: 100,
+            streams: None,
+        };
+        let ask = |req: &Value| {
+            let a = guardrail_recalling(req, &c, loops, &recall).unwrap();
+            (a.value, a.findings)
+        };
+        let (v, _) = ask(&req);
         assert_eq!(v["action"], "GUARDRAIL_INTERVENED", "warned, not blocked");
         assert_eq!(recent.len(), 1);
         // Another call's response: nothing to judge against.
-        let (v, _) = guardrail_recalling(&response("b"), &c, loops, &recent, 100).unwrap();
+        let (v, _) = ask(&response("b"));
         assert_eq!(v["action"], "NONE");
-        let (v, found) = guardrail_recalling(&response("a"), &c, loops, &recent, 100).unwrap();
+        let (v, found) = ask(&response("a"));
         assert_eq!(v["action"], "BLOCKED");
         assert_eq!(found[0].3, "blocked");
         assert!(recent.is_empty(), "the response took the history out");
@@ -438,7 +490,7 @@ mod tests {
         // A history without tool calls is not remembered.
         let plain = json!({"texts": ["hi"], "input_type": "request", "litellm_call_id": "p",
             "structured_messages": [{"role": "user", "content": "hi"}]});
-        guardrail_recalling(&plain, &c, loops, &recent, 10).unwrap();
+        ask(&plain);
         assert!(recent.is_empty());
     }
 

@@ -73,6 +73,10 @@ pub async fn proxied(State(state): State<ProxyState>, req: Request) -> Response 
 /// `POST /beta/litellm_basic_guardrail_api`: LiteLLM's Generic Guardrail
 /// API ([`crate::litellm`]).
 pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) -> Response {
+    let full_check = req
+        .headers()
+        .get(crate::litellm::FULL_CHECK_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1");
     let limit = state.settings().max_body_bytes;
     let bytes = match axum::body::to_bytes(req.into_body(), limit).await {
         Ok(b) => b,
@@ -109,15 +113,14 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| format!("the guardrail request is not JSON: {e}"))?;
         let model = v.get("model").and_then(|m| m.as_str()).map(str::to_owned);
-        crate::litellm::guardrail_recalling(
-            &v,
-            &worker.0.clamp,
-            worker.tool_loops(),
-            &worker.0.recent,
-            bytes.len(),
-        )
-        .map(|(out, found)| (out, found, model))
-        .map_err(|msg| format!("bad guardrail request: {msg}"))
+        let recall = crate::litellm::Recall {
+            histories: &worker.0.recent,
+            cost: bytes.len(),
+            streams: (!full_check).then_some(&*worker.0.streams),
+        };
+        crate::litellm::guardrail_recalling(&v, &worker.0.clamp, worker.tool_loops(), &recall)
+            .map(|a| (a, model))
+            .map_err(|msg| format!("bad guardrail request: {msg}"))
     })
     .await;
     let judged = match judged {
@@ -133,7 +136,16 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
         }
     };
     match judged {
-        Ok((out, found, model)) => {
+        Ok((answer, model)) => {
+            let crate::litellm::Answer {
+                value: out,
+                findings: found,
+                text_bytes,
+                judged_bytes,
+            } = answer;
+            state
+                .metrics()
+                .guardrail_texts(text_bytes as u64, judged_bytes as u64);
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));
                 if let Some(feed) = state.feed(model.as_deref()) {

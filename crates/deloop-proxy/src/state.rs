@@ -35,6 +35,9 @@ pub(crate) struct Inner {
     pub replays: Arc<Semaphore>,
     /// The histories of LiteLLM guardrail requests, for their responses.
     pub recent: Arc<crate::litellm::RecentHistories>,
+    /// The texts of LiteLLM's streamed response checks, judged
+    /// incrementally.
+    pub streams: Arc<crate::litellm::ResponseStreams>,
     /// The console's bus of guard decisions, when one listens.
     pub events: Option<Arc<deloop_events::EventBus>>,
 }
@@ -79,6 +82,7 @@ impl ProxyState {
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             )),
             recent: Arc::default(),
+            streams: Arc::default(),
             events: None,
         })))
     }
