@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use deloop_core::loops::{LoopConfig, Profile};
-//! use deloop_core::repetition::ClampConfig;
+//! use deloop_core::repetition::{ClampConfig, Detector};
 //! use deloop_proxy::litellm::guardrail;
 //! use deloop_proxy::tool_loops::{LoopJudge, ToolLoopAction};
 //! use serde_json::json;
@@ -47,7 +47,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use deloop_core::loops::Level;
-use deloop_core::repetition::ClampConfig;
+use deloop_core::repetition::{ClampConfig, Detector};
 use serde_json::{json, Value};
 
 use crate::api::Api;
@@ -129,6 +129,9 @@ pub struct Answer {
     pub text_bytes: usize,
     /// Bytes of them given to the loop guard ([`Judged::judged_bytes`]).
     pub judged_bytes: usize,
+    /// The response texts cut: the first detector that fired, and the
+    /// characters of the text after the kept prefix.
+    pub cuts: Vec<(Detector, usize)>,
 }
 
 fn answer(
@@ -181,6 +184,7 @@ fn answer(
         findings,
         text_bytes: judged.map_or(0, |_| texts.iter().map(String::len).sum()),
         judged_bytes: judged.map_or(0, |j| j.judged_bytes),
+        cuts: judged.map_or_else(Vec::new, |j| cuts(&texts, j)),
     };
     if input_type == "response" {
         if let (Some((action, judge)), Some(h)) = (loops, &history) {
@@ -243,6 +247,20 @@ fn answer(
     };
     findings.push(("history", round.tool, round.verdict, what));
     Ok(done(v, findings, None))
+}
+
+/// The first report of each text that was cut, with the characters after
+/// its kept prefix.
+fn cuts(texts: &[String], judged: &Judged) -> Vec<(Detector, usize)> {
+    texts
+        .iter()
+        .zip(&judged.clamped)
+        .filter_map(|(t, c)| {
+            let r = c.as_ref()?.report()?;
+            let saved = t.get(r.keep_bytes..).map_or(0, |rest| rest.chars().count());
+            Some((r.detector, saved))
+        })
+        .collect()
 }
 
 /// Whether the history holds a tool call (else there is nothing to judge a

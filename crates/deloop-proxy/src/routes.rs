@@ -142,10 +142,17 @@ pub async fn litellm_guardrail(State(state): State<ProxyState>, req: Request) ->
                 findings: found,
                 text_bytes,
                 judged_bytes,
+                cuts,
             } = answer;
-            state
-                .metrics()
-                .guardrail_texts(text_bytes as u64, judged_bytes as u64);
+            let metrics = state.metrics();
+            metrics.guardrail_texts(text_bytes as u64, judged_bytes as u64);
+            for (detector, saved) in cuts {
+                let detector = serde_json::to_value(detector)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                metrics.loop_cut("litellm", &detector, saved as u64);
+            }
             for (source, tool, verdict, done) in found {
                 log_found(source, &tool, &verdict, done, Some(state.metrics()));
                 if let Some(feed) = state.feed(model.as_deref()) {
