@@ -28,59 +28,21 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use common::histories::repeated_history;
+use common::litellm::{self, LiteLlm, MASTER_KEY};
 use common::*;
 use deloop_core::repetition::{clamp, ClampConfig};
 use deloop_http::auth::ApiKeys;
 use serde_json::{json, Value};
 
-const LITELLM: &str = "1.106.12";
-/// LiteLLM refuses to start without a master key (or with a weak one).
-const MASTER_KEY: &str = "sk-deloop-test-7f3a9c2e41b84d0a9e6f5c1b2d3e4f50";
 /// deloop's own key, which LiteLLM sends as the guardrail's `api_key`.
 const DELOOP_KEY: &str = "deloop-guardrail-secret";
-/// How long LiteLLM may take to start (it imports a large web stack; on a
-/// loaded 2-core machine that took 50 s).
-const STARTUP: Duration = Duration::from_secs(300);
-
-fn litellm() -> PathBuf {
-    if let Some(p) = std::env::var_os("DELOOP_LITELLM") {
-        return PathBuf::from(p);
-    }
-    deloop_testdata::cache_dir().join(format!("litellm-{LITELLM}/bin/litellm"))
-}
-
-/// Present when the program is there with the pinned version's generic
-/// guardrail beside it (a file check; importing LiteLLM takes long).
-fn litellm_present(program: &Path) -> bool {
-    let Some(bin) = program.parent() else {
-        return false;
-    };
-    let python = bin.join("python");
-    program.is_file()
-        && Command::new(python)
-            .args([
-                "-c",
-                "import sys; from importlib.metadata import distribution as d; \
-                 m = d('litellm'); \
-                 sys.exit(m.version != sys.argv[1] or not m.locate_file(\
-                 'litellm/proxy/guardrails/guardrail_hooks/generic_guardrail_api/__init__.py'\
-                 ).exists())",
-                LITELLM,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-}
 
 fn read_file_tool() -> Value {
     json!([{"type": "function", "function": {"name": "read_file",
@@ -157,130 +119,6 @@ async fn answer(
     Json(chat_completion(&[&content]))
 }
 
-/// The running `litellm` process (and anything it started, in its process
-/// group), ended on drop; its working folder removed.
-struct LiteLlm {
-    url: String,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl LiteLlm {
-    fn start(program: &Path, model: &str, deloop: &str) -> LiteLlm {
-        let dir = std::env::temp_dir().join(format!("deloop-litellm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = format!(
-            "model_list:\n\
-             \x20 - model_name: fake\n\
-             \x20   litellm_params:\n\
-             \x20     model: openai/{MODEL}\n\
-             \x20     api_base: {model}/v1\n\
-             \x20     api_key: sk-upstream-unused\n\
-             guardrails:\n\
-             \x20 - guardrail_name: deloop\n\
-             \x20   litellm_params:\n\
-             \x20     guardrail: generic_guardrail_api\n\
-             \x20     mode: [pre_call, post_call]\n\
-             \x20     api_base: {deloop}\n\
-             \x20     api_key: {DELOOP_KEY}\n\
-             \x20     default_on: true\n\
-             litellm_settings:\n\
-             \x20 telemetry: false\n\
-             general_settings:\n\
-             \x20 master_key: {MASTER_KEY}\n"
-        );
-        std::fs::write(dir.join("config.yaml"), config).unwrap();
-        // A free port: taken from the OS, then released for LiteLLM.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::File::create(dir.join("litellm.log")).unwrap();
-        let mut cmd = Command::new(program);
-        cmd.current_dir(&dir)
-            .args(["--config", "config.yaml", "--host", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
-            // No network: the bundled model cost map, no telemetry, and
-            // nothing through a proxy.
-            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            .env("LITELLM_TELEMETRY", "False")
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env("no_proxy", "127.0.0.1,localhost")
-            .env_remove("HTTP_PROXY")
-            .env_remove("HTTPS_PROXY")
-            .env_remove("http_proxy")
-            .env_remove("https_proxy")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
-        let child = cmd.spawn().expect("litellm starts");
-        LiteLlm {
-            url: format!("http://127.0.0.1:{port}"),
-            child,
-            dir,
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("litellm.log")).unwrap_or_default();
-        let start = log.len().saturating_sub(4000);
-        let start = (start..log.len())
-            .find(|&i| log.is_char_boundary(i))
-            .unwrap_or(log.len());
-        log[start..].to_string()
-    }
-
-    /// Polls `/health/liveliness` until LiteLLM answers, it exits, or
-    /// [`STARTUP`] passes.
-    async fn wait_ready(&mut self) {
-        let c = client();
-        let url = format!("{}/health/liveliness", self.url);
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "litellm exited ({status}) while starting:\n{}",
-                    self.log_tail()
-                );
-            }
-            let ok = c
-                .get(&url)
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if ok {
-                return;
-            }
-            if started.elapsed() > STARTUP {
-                panic!(
-                    "litellm did not answer {url} within {STARTUP:?}:\n{}",
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
-}
-
-impl Drop for LiteLlm {
-    fn drop(&mut self) {
-        // The process group this test started (LiteLLM may run workers).
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// One chat request to LiteLLM: (status, body).
 async fn chat(litellm: &LiteLlm, messages: Value, tools: Option<Value>) -> (u16, Value) {
     let mut body = json!({"model": "fake", "messages": messages});
@@ -309,14 +147,9 @@ fn content(v: &Value) -> &str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn litellm_proxy_with_deloop_as_its_guardrail() {
-    let program = litellm();
-    if !deloop_testdata::real_component(
-        litellm_present(&program),
-        &format!("litellm_guardrail (LiteLLM {LITELLM} proxy)"),
-        "bash scripts/setup-litellm.sh",
-    ) {
+    let Some(program) = litellm::find("litellm_guardrail") else {
         return;
-    }
+    };
     let model = Model::start().await;
     let deloop = start_proxy_with(
         settings(&model.url),
@@ -324,7 +157,18 @@ async fn litellm_proxy_with_deloop_as_its_guardrail() {
         ApiKeys::parse(Some(DELOOP_KEY), None),
     )
     .await;
-    let mut litellm = LiteLlm::start(&program, &model.url, &deloop.url);
+    let mut litellm = LiteLlm::start(
+        &program,
+        &litellm::model_yaml("fake", &format!("{}/v1", model.url)),
+        &litellm::guardrail_yaml(
+            &deloop.url,
+            DELOOP_KEY,
+            "deloop",
+            "[pre_call, post_call]",
+            true,
+            "{}",
+        ),
+    );
     litellm.wait_ready().await;
     let say = |s: &str| json!([{"role": "user", "content": s}]);
 

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod histories;
+pub mod litellm;
 pub mod sdk;
 
 use std::collections::VecDeque;
@@ -99,6 +100,10 @@ struct Script {
     default: Mutex<Option<Reply>>,
     seen: Mutex<Vec<Seen>>,
     probe: Arc<Probe>,
+    /// Only requests whose path ends with this take a reply of the script;
+    /// others are answered 404 (a caller's own probes, such as LiteLLM's
+    /// `GET /v1/models`).
+    only: Option<&'static str>,
 }
 
 /// A running fake upstream.
@@ -109,11 +114,17 @@ pub struct Fake {
 
 impl Fake {
     pub async fn start(replies: Vec<Reply>) -> Fake {
+        Fake::start_only(None, replies).await
+    }
+
+    /// A fake whose script answers only paths ending with `only`.
+    pub async fn start_only(only: Option<&'static str>, replies: Vec<Reply>) -> Fake {
         let script = Arc::new(Script {
             replies: Mutex::new(replies.into()),
             default: Mutex::new(None),
             seen: Mutex::new(Vec::new()),
             probe: Arc::new(Probe::default()),
+            only,
         });
         let app = Router::new().fallback(handle).with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -148,6 +159,9 @@ impl Fake {
 async fn handle(State(script): State<Arc<Script>>, req: Request) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
+    if script.only.is_some_and(|only| !path.ends_with(only)) {
+        return (StatusCode::NOT_FOUND, "not scripted").into_response();
+    }
     let query = req.uri().query().map(str::to_string);
     let headers = req.headers().clone();
     let body = axum::body::to_bytes(req.into_body(), 64 << 20)
