@@ -11,7 +11,9 @@
 //! | "BLOCKED" | "GUARDRAIL_INTERVENED", blocked_reason?, texts?}`.
 //!
 //! * `input_type: "response"`: every text is clamped by the loop guard; a
-//!   cut answers `GUARDRAIL_INTERVENED` with the clamped texts. The
+//!   cut answers `GUARDRAIL_INTERVENED` with the clamped texts. The proxy
+//!   judges the checks of a streamed reply incrementally, by
+//!   `litellm_call_id`, with the same answers ([`streams`]). The
 //!   response's `tool_calls` are judged against the history: the
 //!   `structured_messages` when present, else (the proxy, through
 //!   [`guardrail_recalling`]) the history of the request with the same

@@ -19,9 +19,10 @@
 //!   rewrite), an evicted stream and a new id are judged from the start.
 //!
 //! Bounded: at most `max_streams` streams and `max_bytes` of texts and
-//! watchers, the least recently used going first; a stream idle for
-//! `idle` is forgotten. A forgotten stream is judged from the start again:
-//! correct, only slower.
+//! watchers (a watcher counts as 256 KiB), the least recently
+//! used going first; a stream idle for `idle` is forgotten. A forgotten
+//! stream is judged from the start again: correct, only slower. Ending a
+//! copy of a watcher at each check costs 20 to 70 µs (release build).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -30,9 +31,12 @@ use std::time::{Duration, Instant};
 use deloop_core::repetition::{clamp, ClampConfig, Clamped, StreamWatcher};
 
 /// What one watcher costs in the byte budget, besides its text: the
-/// engine's windows and tables, bounded by the configuration (measured at
-/// under 32 KiB with the default one; a round figure above it).
-const WATCHER_BYTES: usize = 64 << 10;
+/// engine's windows and tables, bounded by the configuration. Measured
+/// with the default one as the growth of resident memory over 200 to
+/// 1,000 watchers fed 2 to 20 KB of text each: 100 to 290 KiB a watcher.
+/// With the default budget of 64 MiB, about 250 streams are followed at
+/// once.
+const WATCHER_BYTES: usize = 256 << 10;
 
 /// The judgement of a guardrail request's texts.
 #[derive(Debug, Default)]
