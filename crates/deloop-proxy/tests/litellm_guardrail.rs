@@ -166,7 +166,7 @@ async fn litellm_proxy_with_deloop_as_its_guardrail() {
             "deloop",
             "[pre_call, post_call]",
             true,
-            "{}",
+            &[],
         ),
     );
     litellm.wait_ready().await;

@@ -7,7 +7,8 @@
 //!   deloop judges only what each post adds (its
 //!   `deloop_proxy_guardrail_text_bytes_total` counts bytes received and
 //!   judged), and with `x-deloop-full-check: 1` every post in full, as
-//!   before. A looping stream is still judged looping (counted as a cut
+//!   before; with LiteLLM's `streaming_end_of_stream_only` it posts once.
+//!   A looping stream is still judged looping (counted as a cut
 //!   with `source="litellm"`); LiteLLM's default `block_only` streaming
 //!   mode drops the rewritten text, so the client still gets the loop;
 //! * **deloop proxy as LiteLLM's upstream** (the model's `api_base`): a
@@ -177,6 +178,7 @@ async fn streams_through_litellm_with_deloop() {
         vec![
             stream_of(&healthy),
             stream_of(&healthy),
+            stream_of(&healthy),
             looping_stream(200),
             looping_stream(2000),
             stream_of(&healthy),
@@ -186,18 +188,15 @@ async fn streams_through_litellm_with_deloop() {
     )
     .await;
     let deloop = start_proxy(&fake.url).await;
-    let guardrails = format!(
-        "{}{}",
-        litellm::guardrail_yaml(&deloop.url, "unused", "deloop", "[post_call]", false, "{}"),
-        litellm::guardrail_yaml(
-            &deloop.url,
-            "unused",
-            "deloop-full",
-            "[post_call]",
-            false,
-            "{x-deloop-full-check: '1'}"
-        ),
-    );
+    let guardrail = |name: &str, extra: &[&str]| {
+        litellm::guardrail_yaml(&deloop.url, "unused", name, "[post_call]", false, extra)
+    };
+    let guardrails = [
+        guardrail("deloop", &[]),
+        guardrail("deloop-full", &["headers: {x-deloop-full-check: '1'}"]),
+        guardrail("deloop-end", &["streaming_end_of_stream_only: true"]),
+    ]
+    .concat();
     let models = format!(
         "{}{}",
         litellm::model_yaml("direct", &format!("{}/v1", fake.url)),
@@ -240,6 +239,17 @@ async fn streams_through_litellm_with_deloop() {
          deloop judged {judged} (incremental), {judged2} (full check)"
     );
 
+    // With LiteLLM's streaming_end_of_stream_only, one check per stream.
+    let (status, content, body) = stream(&lite.url, "direct", Some("deloop-end")).await;
+    assert_eq!(status, 200, "{body}\n{}", lite.log_tail());
+    assert_eq!(content, whole);
+    let (received3, judged3) = text_bytes(&deloop);
+    let (received3, judged3) = (
+        received3 - received0 - received - received2,
+        judged3 - judged0 - judged - judged2,
+    );
+    assert_eq!((received3, judged3), (n, n), "one check of the whole text");
+
     // A looping stream through the guardrail: deloop's answers cut it
     // (counted), LiteLLM's block_only mode drops the rewrite.
     let cuts = guardrail_cuts(&deloop);
@@ -276,7 +286,7 @@ async fn streams_through_litellm_with_deloop() {
     assert_eq!(status, 200, "{body}\n{}", lite.log_tail());
     assert_eq!(content, short.concat(), "a healthy stream passes whole");
 
-    assert_eq!(fake.seen().len(), 7, "one upstream request per stream");
+    assert_eq!(fake.seen().len(), 8, "one upstream request per stream");
     let first: Value = fake.seen()[0].json();
     assert_eq!(first["stream"], true);
 }

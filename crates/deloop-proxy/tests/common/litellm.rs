@@ -76,16 +76,18 @@ pub fn model_yaml(name: &str, api_base: &str) -> String {
 }
 
 /// A `generic_guardrail_api` guardrail `name` at `deloop`'s URL, in
-/// `mode`, sending `key` as `x-api-key` and `headers` (YAML flow map), on
-/// for every request or only those naming it (`"guardrails": [name]`).
+/// `mode`, sending `key` as `x-api-key`, on for every request or only
+/// those naming it (`"guardrails": [name]`), with more `litellm_params`
+/// (`key: value` YAML lines, or empty).
 pub fn guardrail_yaml(
     deloop: &str,
     key: &str,
     name: &str,
     mode: &str,
     default_on: bool,
-    headers: &str,
+    extra: &[&str],
 ) -> String {
+    let extra: String = extra.iter().map(|l| format!("      {l}\n")).collect();
     format!(
         "\x20 - guardrail_name: {name}\n\
          \x20   litellm_params:\n\
@@ -93,8 +95,8 @@ pub fn guardrail_yaml(
          \x20     mode: {mode}\n\
          \x20     api_base: {deloop}\n\
          \x20     api_key: {key}\n\
-         \x20     headers: {headers}\n\
-         \x20     default_on: {default_on}\n"
+         \x20     default_on: {default_on}\n\
+         {extra}"
     )
 }
 
