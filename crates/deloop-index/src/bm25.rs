@@ -1,7 +1,5 @@
-//! BM25 exactly as SQLite's FTS5 `bm25()` computes it: the definition that
-//! backends ranking lexical candidates themselves follow (PostgreSQL's
-//! statement computes the same operations in the same order, with these
-//! constants as its parameters), and [`rank`], its reference in Rust.
+//! BM25 exactly as SQLite's FTS5 `bm25()` computes it, for backends that
+//! rank lexical candidates themselves (PostgreSQL).
 //!
 //! For a query of phrases `q₁…qₙ` (each one term) and a chunk `D`:
 //!
@@ -25,9 +23,9 @@ pub const HEADING_WEIGHT: f64 = 2.0;
 /// BM25 weight of the body column.
 pub const BODY_WEIGHT: f64 = 1.0;
 /// FTS5's term-frequency saturation.
-pub const K1: f64 = 1.2;
+const K1: f64 = 1.2;
 /// FTS5's length normalisation.
-pub const B: f64 = 0.75;
+const B: f64 = 0.75;
 
 /// One candidate chunk: its length and the frequencies of the query terms
 /// it holds (`term → (heading, body)` occurrences).

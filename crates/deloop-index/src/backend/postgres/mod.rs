@@ -128,12 +128,14 @@ impl PostgresBackend {
         Ok(rank::LexicalQuery::new(self.lexer.phrases(words)?, k))
     }
 
-    /// The BM25 ranking of `q`, in one statement.
+    /// BM25 over the postings of `q`, read in one statement.
     fn read_lexical(&self, q: rank::LexicalQuery) -> Result<Vec<(i64, f32)>> {
-        self.call(|pool| async move {
+        let distinct = q.distinct.clone();
+        let postings = self.call(|pool| async move {
             let c = pool.get().await?;
-            rank::lexical(&**c, &q).await
-        })
+            rank::postings(&**c, &distinct).await
+        })?;
+        Ok(q.rank(&postings))
     }
 
     /// The HNSW walk of `q`, in a read-only transaction with its setting.
@@ -159,25 +161,26 @@ impl PostgresBackend {
         vector: rank::VectorQuery,
     ) -> Result<(Ranked, Ranked)> {
         let vector = Arc::new(vector);
+        let distinct = lexical.distinct.clone();
         let vq = vector.clone();
-        let (ranked, rows) = self.call(move |pool| async move {
+        let (postings, rows) = self.call(move |pool| async move {
             let mut c = pool.get().await?;
             let tx = c.build_transaction().read_only(true).start().await?;
             // Sent together: tokio-postgres pipelines them in this order.
             // All are awaited, and the first failure in that order is the
             // one reported (the later ones only say the transaction
             // aborted).
-            let (set, ranked, rows) = tokio::join!(
+            let (set, postings, rows) = tokio::join!(
                 tx.batch_execute(&vq.setting),
-                rank::lexical(&*tx, &lexical),
+                rank::postings(&*tx, &distinct),
                 rank::nearest(&tx, &vq),
             );
             set?;
-            let (ranked, rows) = (ranked?, rows?);
+            let (postings, rows) = (postings?, rows?);
             tx.commit().await?;
-            Ok((ranked, rows))
+            Ok((postings, rows))
         })?;
-        Ok((ranked, vector.rank(rows)))
+        Ok((lexical.rank(&postings), vector.rank(rows)))
     }
 }
 

@@ -1,9 +1,8 @@
 //! The two ranked lists of a search, read from PostgreSQL.
 //!
-//! - **Lexical:** BM25 as FTS5 ranks it ([`crate::bm25`]), computed by
-//!   the server over the postings of the query's terms and the corpus
-//!   totals in one statement (one snapshot); only the `k` best rows come
-//!   back.
+//! - **Lexical:** the postings of the query's terms and the corpus totals,
+//!   in one statement (one snapshot), ranked by [`crate::bm25`] in Rust as
+//!   FTS5 ranks them.
 //! - **Vector:** the HNSW walk over `deloop_vectors` (a narrow table:
 //!   chunk id and vector only), with `hnsw.ef_search` set to the rows
 //!   fetched, so the index returns as many as asked.
@@ -11,18 +10,29 @@
 //!   read-only transaction (tokio-postgres pipelines them on one
 //!   connection): one snapshot, and the round trips of one query.
 
+use std::collections::HashMap;
+
 use pgvector::Vector;
 use tokio_postgres::{GenericClient, Transaction};
 
 use super::connection::CallResult;
-use crate::bm25;
+use crate::bm25::{self, Candidate};
 
 /// The lexical query, once the words are FTS5 phrases.
 pub(super) struct LexicalQuery {
     /// The query's phrases, repeated as the query repeats them.
     pub phrases: Vec<String>,
+    /// The distinct phrases (what is looked up).
+    pub distinct: Vec<String>,
     /// How many to return.
     pub k: usize,
+}
+
+/// The corpus totals and the candidates of a lexical query.
+pub(super) struct Postings {
+    chunks: u64,
+    tokens: u64,
+    candidates: HashMap<i64, Candidate>,
 }
 
 impl LexicalQuery {
@@ -31,64 +41,64 @@ impl LexicalQuery {
         if phrases.is_empty() || k == 0 {
             return None;
         }
-        Some(LexicalQuery { phrases, k })
+        let mut distinct = phrases.clone();
+        distinct.sort();
+        distinct.dedup();
+        Some(LexicalQuery {
+            phrases,
+            distinct,
+            k,
+        })
+    }
+
+    /// The BM25 ranking of `postings`, best first.
+    pub fn rank(&self, postings: &Postings) -> Vec<(i64, f32)> {
+        bm25::rank(
+            &self.phrases,
+            &postings.candidates,
+            postings.chunks,
+            postings.tokens,
+            self.k,
+        )
     }
 }
 
-/// [`crate::bm25`]'s ranking computed by the server, so that only the `k`
-/// best rows travel: each phrase's `idf` from the postings' counts, each
-/// posting's term, summed per chunk in phrase order (`sum(… ORDER BY
-/// ord)`) in `float8`, with the same operations in the same order as
-/// [`bm25::rank`], so the scores are the same to the last bit. The
-/// constants are parameters, so they are written once (`$2` k1, `$3` b,
-/// `$4` and `$5` the column weights).
-const LEXICAL: &str = "
-WITH s AS (
-    SELECT chunks::float8 AS n, tokens::float8 / chunks::float8 AS avgdl
-    FROM deloop_stats WHERE chunks > 0
-), q AS (
-    SELECT term, ord FROM unnest($1::text[]) WITH ORDINALITY AS u(term, ord)
-), p AS (
-    SELECT chunk_id, term,
-           GREATEST(heading_tf, 0)::float8 * $4 + GREATEST(body_tf, 0)::float8 * $5 AS f,
-           GREATEST(length, 0)::float8 AS d
-    FROM deloop_terms WHERE term = ANY($1::text[])
-), w AS (
-    SELECT term, ln((s.n - count(*)::float8 + 0.5::float8) / (count(*)::float8 + 0.5::float8)) AS idf
-    FROM p CROSS JOIN s GROUP BY term, s.n
-)
-SELECT p.chunk_id,
-       sum(CASE WHEN w.idf <= 0 THEN 1e-6::float8 ELSE w.idf END
-           * ((p.f * ($2 + 1.0::float8)) / (p.f + $2 * (1.0::float8 - $3 + $3 * p.d / s.avgdl)))
-           ORDER BY q.ord) AS score
-FROM q JOIN p ON p.term = q.term JOIN w ON w.term = q.term CROSS JOIN s
-GROUP BY p.chunk_id
-ORDER BY score DESC, p.chunk_id
-LIMIT $6";
-
-/// The BM25 ranking of `q`, best first (ties by smaller id), at most `k`.
-pub(super) async fn lexical<C: GenericClient>(
+/// Reads the postings of `distinct` and the totals, in one statement.
+pub(super) async fn postings<C: GenericClient>(
     client: &C,
-    q: &LexicalQuery,
-) -> CallResult<Vec<(i64, f32)>> {
-    let limit = i64::try_from(q.k).unwrap_or(i64::MAX);
+    distinct: &[String],
+) -> CallResult<Postings> {
     let rows = client
         .query(
-            LEXICAL,
-            &[
-                &q.phrases,
-                &bm25::K1,
-                &bm25::B,
-                &bm25::HEADING_WEIGHT,
-                &bm25::BODY_WEIGHT,
-                &limit,
-            ],
+            "SELECT s.chunks, s.tokens, t.chunk_id, t.term, t.heading_tf, t.body_tf, t.length
+             FROM deloop_stats s
+             LEFT JOIN deloop_terms t ON t.term = ANY($1)",
+            &[&distinct],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, i64>(0), r.get::<_, f64>(1) as f32))
-        .collect())
+    let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+    let (mut chunks, mut tokens) = (0i64, 0i64);
+    for r in &rows {
+        chunks = r.get(0);
+        tokens = r.get(1);
+        let Some(id) = r.get::<_, Option<i64>>(2) else {
+            continue;
+        };
+        let e = candidates.entry(id).or_default();
+        e.length = r.get::<_, i32>(6).max(0) as u64;
+        e.terms.insert(
+            r.get(3),
+            (
+                r.get::<_, i32>(4).max(0) as u32,
+                r.get::<_, i32>(5).max(0) as u32,
+            ),
+        );
+    }
+    Ok(Postings {
+        chunks: chunks.max(0) as u64,
+        tokens: tokens.max(0) as u64,
+        candidates,
+    })
 }
 
 /// The vector query: how many rows to fetch, and how.
