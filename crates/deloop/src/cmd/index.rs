@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use deloop_index::{
-    find_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, Index, IndexOptions,
+    fetch_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, Index, IndexOptions,
     LocalEmbedder, MiniLm, Stemmer,
 };
 
@@ -33,19 +33,20 @@ pub struct Args {
     #[arg(long, default_value = "files", value_parser = ["files", "beir"])]
     pub format: String,
     /// Embedder for the vectors: `auto` (the index's own; for a new index
-    /// `minilm` when its files are found, else none), `minilm` (candle, f32),
-    /// `minilm-onnx` (ONNX Runtime, int8) or `none` (lexical only).
+    /// `minilm-onnx` when it can be had, else `minilm`, else none),
+    /// `minilm` (candle, f32), `minilm-onnx` (ONNX Runtime) or `none`
+    /// (lexical only). Missing model files are fetched into the cache.
     #[arg(long, default_value = "auto", env = "DELOOP_EMBEDDER",
           value_parser = ["auto", "minilm", "minilm-onnx", "none"])]
     pub embedder: String,
     /// Directory with the MiniLM files (model.safetensors, config.json,
-    /// tokenizer.json); default: the pip package installed by
-    /// scripts/setup-model.sh.
+    /// tokenizer.json); default: deloop's cache, ~/.cache/deloop/models,
+    /// fetched there on first use.
     #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
     pub minilm_dir: Option<PathBuf>,
     /// Directory with libonnxruntime.so and all-MiniLM-L6-v2-int8.onnx for
-    /// `--embedder minilm-onnx`; default: ~/.cache/deloop/onnx, where
-    /// scripts/setup-onnx.sh installs them.
+    /// `--embedder minilm-onnx`; default: ~/.cache/deloop/onnx when
+    /// scripts/setup-onnx.sh made it, else the fetched files in the cache.
     #[arg(long, value_name = "DIR", env = "DELOOP_ONNX_DIR")]
     pub onnx_dir: Option<PathBuf>,
     /// Delete the index (the file, or deloop's tables in PostgreSQL) and
@@ -80,17 +81,21 @@ pub(crate) fn db_location(flag: Option<&Path>) -> anyhow::Result<(PathBuf, Durat
 }
 
 /// Loads the local MiniLM model from `dir`, else from where
-/// [`find_minilm_dir`] finds it.
+/// [`fetch_minilm_dir`] finds (or fetches) it.
 pub(crate) fn load_minilm(dir: Option<&Path>) -> Result<MiniLm, EmbedError> {
-    MiniLm::load(&find_minilm_dir(dir)?)
+    MiniLm::load(&fetch_minilm_dir(dir)?)
 }
 
-/// The embedder `auto` picks for a new index: candle's MiniLM, else none
-/// (with a warning). `minilm-onnx` is chosen by name only, until its
-/// retrieval quality is measured against candle's (docs/retrieval.md).
-fn auto_embedder(minilm_dir: Option<&Path>, quiet: bool) -> Option<LocalEmbedder> {
-    match load_minilm(minilm_dir) {
-        Ok(m) => Some(Box::new(m)),
+/// The embedder `auto` picks for a new index
+/// ([`deloop_index::auto_local_embedder`]), else none, with a warning that
+/// says how to get the model files.
+fn auto_embedder(
+    minilm_dir: Option<&Path>,
+    onnx_dir: Option<&Path>,
+    quiet: bool,
+) -> Option<LocalEmbedder> {
+    match deloop_index::auto_local_embedder(minilm_dir, onnx_dir) {
+        Ok(m) => Some(m),
         Err(e) => {
             if !quiet {
                 eprintln!(
@@ -146,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
                     .into())
                 }
             },
-            None => auto_embedder(minilm_dir, args.quiet),
+            None => auto_embedder(minilm_dir, onnx_dir, args.quiet),
         },
     };
     let embedder_ref = embedder.as_deref().map(|m| m as &dyn Embedder);

@@ -51,12 +51,13 @@ pub struct Args {
     /// joins retrieval is `[oracle] hyde_query_vector` (`fused` by default).
     #[arg(long)]
     pub hyde: bool,
-    /// Directory with the MiniLM files (default: the pip package installed
-    /// by scripts/setup-model.sh).
+    /// Directory with the MiniLM files (default: deloop's cache,
+    /// ~/.cache/deloop/models, fetched there on first use).
     #[arg(long, value_name = "DIR", env = "DELOOP_MINILM_DIR")]
     pub minilm_dir: Option<PathBuf>,
     /// Directory with libonnxruntime.so and the int8 model, for an index
-    /// built with `--embedder minilm-onnx` (default: ~/.cache/deloop/onnx).
+    /// built with `--embedder minilm-onnx` (default: ~/.cache/deloop/onnx
+    /// when scripts/setup-onnx.sh made it, else the fetched files).
     #[arg(long, value_name = "DIR", env = "DELOOP_ONNX_DIR")]
     pub onnx_dir: Option<PathBuf>,
     /// Machine output: one JSON object (or one line per query in batch mode,

@@ -2,5 +2,6 @@
 //! commands' output formats live in the `deloop-render` crate, shared with
 //! the server.
 
+pub mod fetch;
 pub mod oracle;
 pub mod search;
