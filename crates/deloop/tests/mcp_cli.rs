@@ -94,3 +94,31 @@ fn the_sdk_asks_and_searches_and_the_index_stays_out_of_the_clients_directory() 
         .collect();
     assert!(building.is_empty(), "{building:?}");
 }
+
+/// Without HOME or XDG_CACHE_HOME (no cache directory), `deloop mcp` still
+/// builds its default index outside the client's directory (in the
+/// temporary directory), also when the session ends at once.
+#[test]
+fn mcp_without_a_cache_directory_builds_nothing_in_the_client_directory() {
+    let client_dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_deloop"))
+        .arg("mcp")
+        .current_dir(client_dir.path())
+        .env_clear()
+        .env("TMPDIR", tmp.path())
+        .env("DELOOP_EMBEDDER", "none")
+        .stdin(Stdio::null())
+        .output()
+        .expect("deloop mcp runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(client_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -349,10 +349,13 @@ pub fn run_mcp(args: McpArgs) -> anyhow::Result<Exit> {
         // An MCP client starts `deloop mcp` in any directory: the default
         // index goes to the user's cache, never the client's directory, and
         // a build still running when the session ends is cancelled (it
-        // leaves nothing behind).
+        // leaves nothing behind). Without HOME (no cache directory) it goes
+        // to the temporary directory, still never the client's.
         let cancel = Arc::new(AtomicBool::new(false));
+        let cache =
+            deloop_index::cache_dir().unwrap_or_else(|| std::env::temp_dir().join("deloop"));
         let place = OraclePlace {
-            default_db: deloop_index::cache_dir().map(|c| c.join("mcp/index.db")),
+            default_db: Some(cache.join("mcp/index.db")),
             cancel: Some(cancel.clone()),
         };
         open_oracle(config.clone(), args.db, state.clone(), failed_tx, place);
