@@ -366,3 +366,30 @@ fn hybrid_finds_the_right_section_for_27_of_30() {
         "hybrid: the README's first command must retrieve clamp --stream first"
     );
 }
+
+/// The same check with `minilm-onnx`, which `auto` picks when it can be
+/// had (installed by scripts/setup-onnx.sh, or fetched by deloop and put in
+/// the cache ahead of time by scripts/setup-model.sh).
+#[test]
+fn hybrid_with_the_onnx_embedder_finds_the_right_section_for_27_of_30() {
+    let present =
+        deloop_index::find_minilm_dir(None).is_ok() && deloop_index::find_onnx_dir(None).is_ok();
+    if !deloop_testdata::real_component(
+        present,
+        "own docs retrieval (hybrid, minilm-onnx)",
+        "run scripts/setup-model.sh for the MiniLM and ONNX embedder files",
+    ) {
+        return;
+    }
+    let model = deloop_index::load_onnx(None, None).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let (index, built) =
+        build_default_index(&tmp.path().join(".deloop/index.db"), Some(&model)).unwrap();
+    let ev = evaluate(&index, Some(&model), &built.root, Retrieval::Hybrid);
+    report(&format!("hybrid, {}", model.id()), &ev);
+    assert!(ev.answered >= TARGET, "hybrid (onnx): {}/30", ev.answered);
+    assert!(
+        ev.first_command_clamp_first,
+        "hybrid (onnx): the README's first command must retrieve clamp --stream first"
+    );
+}
