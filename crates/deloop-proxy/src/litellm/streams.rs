@@ -9,14 +9,19 @@
 //! The answer is the full path's, exactly ([`judge_texts`] is that path):
 //! * while the watcher has not cut, [`clamp`] of the text so far (as an
 //!   unfinished text) does not fire on any prefix; a copy of the watcher
-//!   is ended ([`StreamWatcher::finish`], O(1)) to ask whether [`clamp`]
-//!   of the whole text cuts (the long-tail rule). When it does not, the
-//!   text stands unchanged, as [`clamp`] leaves it;
+//!   is ended ([`StreamWatcher::finish`]) to ask whether [`clamp`] of the
+//!   whole text cuts (the long-tail rule). The copy's size is bounded by
+//!   the configuration, not by the text (its windows and tables), so a
+//!   check costs the same at any length. When it does not cut, the text
+//!   stands unchanged, as [`clamp`] leaves it;
 //! * when either fires, the text is judged in full by [`clamp`], and so
 //!   is every later post of that text (a looping stream, which LiteLLM
 //!   ends or deloop's answer cuts);
 //! * a text that does not extend the one seen (another id, a restart, a
 //!   rewrite), an evicted stream and a new id are judged from the start.
+//!   Whether a post extends the text seen is a byte comparison of the
+//!   whole post: linear in the post, as its JSON parsing already is; no
+//!   detector runs over the old part again.
 //!
 //! Bounded: at most `max_streams` streams and `max_bytes` of texts and
 //! watchers (a watcher counts as 256 KiB), the least recently
