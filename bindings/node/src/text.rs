@@ -1,7 +1,7 @@
 //! The text guards: `clamp`, the seed's drop-ins, `StreamGuard`,
 //! `rescueJson`, `repairJson`.
 
-use std::sync::OnceLock;
+use std::borrow::Cow;
 
 use deloop_core::repetition::{
     clamp as clamp_text, clamp_substring, clamp_words, ClampConfig, ClampReport, Clamped, Detector,
@@ -41,10 +41,7 @@ pub struct ClampOptions {
     pub exact: Option<bool>,
 }
 
-fn settings(o: &ClampOptions) -> napi::Result<ClampConfig> {
-    static DEFAULT: OnceLock<ClampConfig> = OnceLock::new();
-    static SEED: OnceLock<ClampConfig> = OnceLock::new();
-    let seed = o.seed_compat.unwrap_or(false);
+fn settings(o: &ClampOptions) -> napi::Result<Cow<'static, ClampConfig>> {
     let mut map = Map::new();
     for (name, table) in [
         ("words", &o.words),
@@ -56,18 +53,7 @@ fn settings(o: &ClampOptions) -> napi::Result<ClampConfig> {
             map.insert(name.to_string(), t.clone());
         }
     }
-    let cell = if seed { &SEED } else { &DEFAULT };
-    if map.is_empty() {
-        if let Some(c) = cell.get() {
-            return Ok(c.clone());
-        }
-    }
-    let empty = map.is_empty();
-    let config = deloop_bindings::clamp_settings(seed, Value::Object(map)).map_err(js_err)?;
-    if empty {
-        let _ = cell.set(config.clone());
-    }
-    Ok(config)
+    deloop_bindings::clamp_settings_shared(o.seed_compat.unwrap_or(false), map).map_err(js_err)
 }
 
 /// One guard that fired.
@@ -278,7 +264,7 @@ impl StreamGuard {
         let options = options.unwrap_or_default();
         let config = settings(&options)?;
         Ok(StreamGuard {
-            stream: GuardedStream::new(config)
+            stream: GuardedStream::new(config.into_owned())
                 .exact(options.exact.unwrap_or(true))
                 .lossy(options.lossy.unwrap_or(false)),
             bytes: None,

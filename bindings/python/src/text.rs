@@ -1,6 +1,6 @@
 //! The text guards: `clamp`, `StreamGuard`, `rescue_json`, `repair_json`.
 
-use std::sync::OnceLock;
+use std::borrow::Cow;
 
 use deloop_core::repetition::{
     clamp as clamp_text, ClampConfig, ClampReport, Detector, GuardedStream,
@@ -24,28 +24,14 @@ fn detector_name(d: Detector) -> String {
 fn settings(
     seed_compat: bool,
     tables: [(&str, Option<&Bound<'_, PyDict>>); 4],
-) -> PyResult<ClampConfig> {
-    static DEFAULT: OnceLock<ClampConfig> = OnceLock::new();
-    static SEED: OnceLock<ClampConfig> = OnceLock::new();
+) -> PyResult<Cow<'static, ClampConfig>> {
     let mut map = Map::new();
     for (name, table) in tables {
         if let Some(t) = table {
             map.insert(name.to_string(), to_json(name, t.as_any())?);
         }
     }
-    if map.is_empty() {
-        let cell = if seed_compat { &SEED } else { &DEFAULT };
-        if let Some(c) = cell.get() {
-            return Ok(c.clone());
-        }
-    }
-    let config =
-        deloop_bindings::clamp_settings(seed_compat, Value::Object(map.clone())).map_err(py_err)?;
-    if map.is_empty() {
-        let cell = if seed_compat { &SEED } else { &DEFAULT };
-        let _ = cell.set(config.clone());
-    }
-    Ok(config)
+    deloop_bindings::clamp_settings_shared(seed_compat, map).map_err(py_err)
 }
 
 /// One guard that fired: what it found and what it removed.
@@ -292,7 +278,7 @@ impl StreamGuard {
             ],
         )?;
         Ok(StreamGuard {
-            stream: GuardedStream::new(config).exact(exact).lossy(lossy),
+            stream: GuardedStream::new(config.into_owned()).exact(exact).lossy(lossy),
             bytes: None,
             cut: None,
             finished: false,

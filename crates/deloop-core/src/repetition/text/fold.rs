@@ -20,7 +20,8 @@ pub(crate) fn fold_char(c: char, mut f: impl FnMut(char)) {
 }
 
 /// Length of the case fold of `s`, in UTF-8 bytes.
-pub(crate) fn fold_len(s: &str) -> u64 {
+#[cfg(test)]
+fn fold_len(s: &str) -> u64 {
     let mut n = 0;
     for c in s.chars() {
         fold_char(c, |l| n += l.len_utf8() as u64);
@@ -28,9 +29,48 @@ pub(crate) fn fold_len(s: &str) -> u64 {
     n
 }
 
+/// [`key_str`] and [`fold_len`] of `s` in one pass, ASCII byte by byte
+/// (a guard is built per call, and its connector list is hashed each time:
+/// this is a tenth of a short text's whole cost otherwise).
+pub(crate) fn key_and_len(s: &str) -> (u64, u64) {
+    let mut h = KeyHasher::default();
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            h.push_byte(b.to_ascii_lowercase());
+        }
+    } else {
+        for c in s.chars() {
+            fold_char(c, |l| h.push(l));
+        }
+    }
+    (h.finish(), h.len())
+}
+
+/// [`key_and_len`]'s key of lowercase ASCII bytes, at compile time.
+pub(crate) const fn ascii_key(s: &[u8]) -> u64 {
+    let mut h = KeyHasher {
+        h: SEED,
+        buf: 0,
+        len: 0,
+    };
+    let mut i = 0;
+    while i < s.len() {
+        let n = h.len % 8;
+        h.buf |= (s[i] as u64) << (8 * n);
+        h.len += 1;
+        if n == 7 {
+            h.h = KeyHasher::step(h.h, h.buf);
+            h.buf = 0;
+        }
+        i += 1;
+    }
+    h.finish()
+}
+
 /// The key of a whole string, as the word detector computes it for a token
-/// (used for connector lists).
-pub(crate) fn key_str(s: &str) -> u64 {
+/// (the reference [`key_and_len`] is checked against).
+#[cfg(test)]
+fn key_str(s: &str) -> u64 {
     let mut h = KeyHasher::default();
     for c in s.chars() {
         fold_char(c, |l| h.push(l));
@@ -67,7 +107,7 @@ impl Default for KeyHasher {
 
 impl KeyHasher {
     #[inline]
-    fn step(h: u64, w: u64) -> u64 {
+    const fn step(h: u64, w: u64) -> u64 {
         (h ^ w).wrapping_mul(K).rotate_left(29)
     }
 
@@ -120,7 +160,7 @@ impl KeyHasher {
     /// multiply and a shift so both halves of the key depend on every
     /// byte.
     #[inline]
-    pub(crate) fn finish(&self) -> u64 {
+    pub(crate) const fn finish(&self) -> u64 {
         let z = Self::step(self.h, self.buf ^ self.len.rotate_left(47)).wrapping_mul(K);
         z ^ (z >> 32)
     }
@@ -137,6 +177,26 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_and_len_is_key_str_and_fold_len() {
+        for s in [
+            "",
+            "de",
+            "The",
+            "AND",
+            "más",
+            "Straße",
+            "ΣΊΣΥΦΟΣ",
+            "x1_Y2-z3😀",
+            "abcdefghijKLMNOPQ",
+        ] {
+            assert_eq!(key_and_len(s), (key_str(s), fold_len(s)), "{s:?}");
+            if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                assert_eq!(ascii_key(s.as_bytes()), key_str(s), "{s:?}");
+            }
+        }
+    }
 
     fn key(s: &str) -> u64 {
         let mut h = KeyHasher::default();

@@ -10,6 +10,7 @@
 //! text.
 
 mod ascii;
+mod connectors;
 mod runs;
 pub(crate) mod sieve;
 #[cfg(test)]
@@ -17,9 +18,10 @@ mod tests;
 mod verdict;
 
 use ascii::{hash_ascii, scan_ascii};
+use connectors::Connectors;
 
 use crate::repetition::candidate::Candidate;
-use crate::repetition::text::fold::{fold_char, key_str, KeyHasher};
+use crate::repetition::text::fold::{fold_char, KeyHasher};
 use crate::repetition::text::healthy::{is_cjk, is_trailing_punct, LineCtx};
 use crate::repetition::text::swar;
 use crate::repetition::{ClampConfig, Detector};
@@ -233,14 +235,7 @@ pub(crate) struct Words {
     tail_pct: usize,
     ignore_punct: bool,
     split_cjk: bool,
-    /// Keys of the connectors, open addressing (a power-of-two size at
-    /// least four times the count; 0 marks an empty slot, and a key of 0
-    /// is kept in `zero_connector`).
-    connectors: Vec<u64>,
-    zero_connector: bool,
-    /// Longest connector, in bytes of its fold (longer tokens are never
-    /// looked up).
-    connector_max_bytes: u64,
+    connectors: Connectors,
     protect: bool,
     fences: bool,
     tables: bool,
@@ -308,7 +303,6 @@ impl Words {
         let need = (max_p + max_thr).max(4 * long_max) + 64;
         let cap = need.next_power_of_two();
         let h = &config.healthy;
-        let keys: Vec<u64> = w.connectors.iter().map(|c| key_str(c)).collect();
         let mut roll_pow = 1u64;
         for _ in 0..SHINGLE {
             roll_pow = roll_pow.wrapping_mul(ROLL);
@@ -332,14 +326,7 @@ impl Words {
             tail_pct,
             ignore_punct: w.ignore_trailing_punctuation,
             split_cjk: w.split_cjk,
-            connector_max_bytes: w
-                .connectors
-                .iter()
-                .map(|c| crate::repetition::text::fold::fold_len(c))
-                .max()
-                .unwrap_or(0),
-            connectors: connector_table(&keys),
-            zero_connector: keys.contains(&0),
+            connectors: Connectors::new(&w.connectors),
             protect: h.enabled,
             fences: h.skip_code_fences,
             tables: h.skip_table_rows,
@@ -693,21 +680,7 @@ impl Words {
 
     #[inline]
     fn is_connector(&self, key: u64, folded_bytes: u64) -> bool {
-        if folded_bytes > self.connector_max_bytes {
-            return false;
-        }
-        if key == 0 {
-            return self.zero_connector;
-        }
-        let mask = self.connectors.len() - 1;
-        let mut slot = (key >> 32) as usize & mask;
-        loop {
-            match self.connectors[slot] {
-                0 => return false,
-                k if k == key => return true,
-                _ => slot = (slot + 1) & mask,
-            }
-        }
+        self.connectors.contains(key, folded_bytes)
     }
 
     /// Start, kept end and kept token count of a run of period `p` whose
@@ -761,22 +734,4 @@ struct Fin {
     preview: [u8; PREVIEW],
     plen: u8,
     ptrunc: bool,
-}
-
-/// The connectors' keys in an open-addressing table (see
-/// `Words::connectors`).
-fn connector_table(keys: &[u64]) -> Vec<u64> {
-    let size = (keys.len() * 4).next_power_of_two().max(64);
-    let mut table = vec![0u64; size];
-    for &key in keys {
-        if key == 0 {
-            continue;
-        }
-        let mut slot = (key >> 32) as usize & (size - 1);
-        while table[slot] != 0 && table[slot] != key {
-            slot = (slot + 1) & (size - 1);
-        }
-        table[slot] = key;
-    }
-    table
 }
