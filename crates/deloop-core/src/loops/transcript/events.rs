@@ -160,6 +160,18 @@ impl EventBatch {
         }
     }
 
+    /// Decodes one raw line ([`decode_line`], strict or `lossy`) and
+    /// parses it as [`EventBatch::push_line`] does; invalid UTF-8 is held
+    /// as that line's error.
+    ///
+    /// [`decode_line`]: super::decode_line
+    pub fn push_bytes(&mut self, bytes: &[u8], line: usize, lossy: bool) {
+        match super::decode_line(bytes, line, lossy) {
+            Ok(text) => self.push_line(&text, line),
+            Err(e) => self.push_error(e),
+        }
+    }
+
     /// Holds an error found before parsing (such as invalid UTF-8), in
     /// line order with the events; its line number is `error.line`, or 0.
     pub fn push_error(&mut self, error: TranscriptError) {

@@ -58,6 +58,8 @@ mod messages;
 pub use events::{parse_event_line, EventBatch, TranscriptEvent};
 pub use messages::{message_events, parse_messages};
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// A transcript format: `auto` (detected from the content), `events`,
@@ -168,6 +170,43 @@ impl std::fmt::Display for TranscriptError {
 }
 
 impl std::error::Error for TranscriptError {}
+
+/// Decodes one line of input (1-based `line`, for the error) as UTF-8:
+/// strictly (invalid UTF-8 is an error naming the line and column), or
+/// `lossy` (invalid bytes become U+FFFD).
+pub fn decode_line(
+    bytes: &[u8],
+    line: usize,
+    lossy: bool,
+) -> Result<Cow<'_, str>, TranscriptError> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(Cow::Borrowed(s)),
+        Err(_) if lossy => Ok(String::from_utf8_lossy(bytes)),
+        Err(e) => Err(TranscriptError::at_line(
+            line,
+            format!(
+                "input is not valid UTF-8 (first invalid byte at column {}); {FIX_ENCODING}",
+                e.valid_up_to() + 1
+            ),
+        )),
+    }
+}
+
+/// Decodes a whole document as UTF-8, strictly (the error names the byte
+/// offset) or `lossy`.
+pub fn decode_document(bytes: Vec<u8>, lossy: bool) -> Result<String, TranscriptError> {
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(e) if lossy => Ok(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        Err(e) => Err(TranscriptError::document(format!(
+            "input is not valid UTF-8 (first invalid byte at offset {}); {FIX_ENCODING}",
+            e.utf8_error().valid_up_to()
+        ))),
+    }
+}
+
+/// The advice that ends every invalid UTF-8 error.
+const FIX_ENCODING: &str = "fix the encoding or pass --lossy to replace invalid bytes with U+FFFD";
 
 /// An events-format line: a JSON object with a `"type"` string and no
 /// `"role"` (the rule [`detect_format`] applies to each line).
@@ -296,5 +335,18 @@ mod tests {
             "message 2: x"
         );
         assert_eq!(TranscriptError::document("whole").to_string(), "whole");
+    }
+
+    #[test]
+    fn decoding_is_strict_or_lossy() {
+        assert_eq!(decode_line(b"ok", 1, false).unwrap(), "ok");
+        let err = decode_line(b"ab\xff", 4, false).unwrap_err();
+        assert_eq!(err.line, Some(4));
+        assert!(err.message.contains("column 3"), "{err}");
+        assert_eq!(decode_line(b"ab\xff", 4, true).unwrap(), "ab\u{fffd}");
+        let err = decode_document(b"[\n\xff]".to_vec(), false).unwrap_err();
+        assert_eq!(err.line, None);
+        assert!(err.message.contains("offset 2"), "{err}");
+        assert_eq!(decode_document(b"\xff".to_vec(), true).unwrap(), "\u{fffd}");
     }
 }
