@@ -9,10 +9,11 @@
 
 use std::io::Read;
 
+use deloop_check::{run, CheckError, CheckOptions};
 use deloop_core::loops::transcript::TranscriptFormat;
 use deloop_core::loops::Profile;
 use deloop_fuzz::Input;
-use deloop_render::check::{run, CheckError, CheckOptions};
+use deloop_render::check::{HumanTimeline, JsonLines};
 
 /// A reader that hands out the input in the given chunks.
 struct Chunked<'a> {
@@ -53,21 +54,25 @@ fn check(data: &[u8]) {
         format,
         profile,
         config: None,
-        json: f & 16 != 0,
         lossy: f & 32 != 0,
     };
+    let json = f & 16 != 0;
     let reader = Chunked {
         chunks: input.chunks(),
         at: 0,
         off: 0,
     };
     let mut out = Vec::new();
-    let result = run(reader, &options, &mut out);
+    let result = if json {
+        run(reader, &options, &mut JsonLines::new(&mut out))
+    } else {
+        run(reader, &options, &mut HumanTimeline::new(&mut out))
+    };
     match &result {
         Ok(_) | Err(CheckError::Input { .. }) => {}
         Err(e) => panic!("an in-memory transcript failed with {e}"),
     }
-    if options.json {
+    if json {
         let text = std::str::from_utf8(&out).expect("JSON lines are UTF-8");
         let mut last = None;
         for line in text.lines() {

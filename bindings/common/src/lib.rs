@@ -2,7 +2,7 @@
 //!
 //! What the Python package (`bindings/python`) and the Node package
 //! (`bindings/node`) share: each entry point calls the same flow as the
-//! command line (`deloop_core`, `deloop_render`, `deloop_sessions`) and
+//! command line (`deloop_core`, `deloop_check`, `deloop_sessions`) and
 //! fails with the command line's message. No Python or Node types here;
 //! each package only converts values and errors.
 //!
@@ -27,7 +27,7 @@ use deloop_core::repetition::{settings, ClampConfig};
 use deloop_core::rescue::{repair_json_with, rescue_with, RescueError, RescueOptions};
 use serde_json::Value;
 
-pub use loops::{check, loop_config, CheckLine, CheckRequest, LoopGuard};
+pub use loops::{check, loop_config, CheckRequest, LoopGuard};
 
 /// Inputs longer than this many bytes are guarded without holding the
 /// interpreter's lock (Python's GIL), so other threads run meanwhile.

@@ -2,15 +2,14 @@
 //! by call ([`LoopGuard`], the session API's state machine) and a whole
 //! transcript replayed as `deloop check --json` replays it ([`check`]).
 
-use deloop_core::loops::replay::DEFAULT_MAX_OPEN;
+use deloop_check::{CheckError, CheckOptions, Collect};
+use deloop_core::loops::replay::{CallVerdict, DEFAULT_MAX_OPEN};
 use deloop_core::loops::transcript::TranscriptFormat;
 use deloop_core::loops::{LoopConfig, Profile};
-use deloop_render::check::{CheckError, CheckOptions};
 use deloop_sessions::limits::{check_call, check_scope};
 use deloop_sessions::{
     CallInput, GuardSettings, ResultInput, ScopeInput, Session, SessionError, VerdictOut,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Error;
@@ -101,25 +100,6 @@ impl LoopGuard {
     }
 }
 
-/// One call's verdict in a transcript: a line of `deloop check --json`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct CheckLine {
-    /// 0-based index of the call.
-    pub index: usize,
-    /// The tool called.
-    pub tool: String,
-    /// `ok`, `warning` or `critical`.
-    pub level: String,
-    /// The detector that fired.
-    pub detector: Option<String>,
-    /// The detector's count.
-    pub count: Option<u32>,
-    /// A message for the model or the operator (empty when ok).
-    pub message: String,
-    /// `AGENT::<agent>::<operation>::<context>::<result-hash>` when not ok.
-    pub fingerprint: Option<String>,
-}
-
 /// What [`check`] replays, as `deloop check`'s flags say it.
 #[derive(Debug, Clone, Default)]
 pub struct CheckRequest<'a> {
@@ -133,9 +113,9 @@ pub struct CheckRequest<'a> {
     pub lossy: bool,
 }
 
-/// Replays a transcript through `deloop check --json`'s flow
-/// (`deloop_render::check::run`) and returns a verdict per call, in order.
-pub fn check(transcript: &[u8], request: &CheckRequest<'_>) -> Result<Vec<CheckLine>, Error> {
+/// Replays a transcript through `deloop check`'s flow (`deloop_check::run`)
+/// and returns a verdict per call, in order.
+pub fn check(transcript: &[u8], request: &CheckRequest<'_>) -> Result<Vec<CallVerdict>, Error> {
     let format = match request.format.unwrap_or("auto") {
         "auto" => TranscriptFormat::Auto,
         "events" => TranscriptFormat::Events,
@@ -152,25 +132,14 @@ pub fn check(transcript: &[u8], request: &CheckRequest<'_>) -> Result<Vec<CheckL
         format,
         profile: profile(request.profile, &config)?,
         config: Some(config),
-        json: true,
         lossy: request.lossy,
     };
-    let mut out = Vec::new();
-    let summary =
-        deloop_render::check::run(transcript, &options, &mut out).map_err(|e| match e {
-            CheckError::Input { .. } => Error::input(e.to_string()),
-            CheckError::Io(e) => Error::input(format!("reading the transcript: {e}")),
-        })?;
-    let mut lines = Vec::with_capacity(summary.calls);
-    for line in out.split(|&b| b == b'\n').take(summary.calls) {
-        let parsed: CheckLine = serde_json::from_slice(line).map_err(|e| {
-            Error::input(format!(
-                "internal error: a verdict line does not parse: {e}"
-            ))
-        })?;
-        lines.push(parsed);
-    }
-    Ok(lines)
+    let mut verdicts = Collect::default();
+    deloop_check::run(transcript, &options, &mut verdicts).map_err(|e| match e {
+        CheckError::Input { .. } => Error::input(e.to_string()),
+        CheckError::Io(e) => Error::input(format!("reading the transcript: {e}")),
+    })?;
+    Ok(verdicts.into_verdicts())
 }
 
 #[cfg(test)]
@@ -188,7 +157,9 @@ mod tests {
         }
         let lines = check(text.as_bytes(), &CheckRequest::default()).unwrap();
         assert_eq!(lines.len(), 25);
-        assert!(lines.iter().any(|l| l.level == "critical"));
+        assert!(lines
+            .iter()
+            .any(|l| l.verdict.level == deloop_core::loops::Level::Critical));
 
         let (mut guard, notes) = LoopGuard::new(Some("default"), None).unwrap();
         assert!(notes.is_empty());
@@ -216,7 +187,10 @@ mod tests {
                 })
                 .unwrap();
         }
-        let batch: Vec<String> = lines.into_iter().map(|l| l.level).collect();
+        let batch: Vec<String> = lines
+            .iter()
+            .map(|l| l.verdict.level.as_str().to_owned())
+            .collect();
         assert_eq!(levels, batch);
 
         assert!(LoopGuard::new(Some("nope"), None)

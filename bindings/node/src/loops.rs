@@ -3,7 +3,8 @@
 //! drop-in (`detectToolCallLoop`, …) is built on `ToolLoopGuard` in
 //! `index.js`.
 
-use deloop_bindings::{CheckLine, CheckRequest, LoopGuard};
+use deloop_bindings::{CheckRequest, LoopGuard};
+use deloop_core::loops::replay::CallVerdict;
 use deloop_sessions::{CallInput, ResultInput, ScopeInput, VerdictOut};
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
@@ -50,17 +51,18 @@ impl From<VerdictOut> for Verdict {
     }
 }
 
-impl From<CheckLine> for Verdict {
-    fn from(v: CheckLine) -> Self {
+impl From<CallVerdict> for Verdict {
+    fn from(c: CallVerdict) -> Self {
+        let v = c.verdict;
         Verdict {
-            index: v.index as u32,
-            level: v.level,
-            detector: v.detector,
+            index: c.index as u32,
+            level: v.level.as_str().to_owned(),
+            detector: v.detector.map(|d| d.as_str().to_owned()),
             count: v.count,
             message: v.message,
             fingerprint: v.fingerprint,
             id: None,
-            tool: Some(v.tool),
+            tool: Some(c.tool.to_string()),
             terminate_run: false,
         }
     }

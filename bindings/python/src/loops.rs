@@ -3,7 +3,8 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use deloop_bindings::{CheckLine, CheckRequest, LoopGuard};
+use deloop_bindings::{CheckRequest, LoopGuard};
+use deloop_core::loops::replay::CallVerdict;
 use deloop_sessions::{CallInput, ResultInput, ScopeInput, VerdictOut};
 use pyo3::prelude::*;
 
@@ -63,17 +64,18 @@ impl From<VerdictOut> for Verdict {
     }
 }
 
-impl From<CheckLine> for Verdict {
-    fn from(v: CheckLine) -> Self {
+impl From<CallVerdict> for Verdict {
+    fn from(c: CallVerdict) -> Self {
+        let v = c.verdict;
         Verdict {
-            index: v.index,
-            level: v.level,
-            detector: v.detector,
+            index: c.index,
+            level: v.level.as_str().to_owned(),
+            detector: v.detector.map(|d| d.as_str().to_owned()),
             count: v.count,
             message: v.message,
             fingerprint: v.fingerprint,
             id: None,
-            tool: Some(v.tool),
+            tool: Some(c.tool.to_string()),
             terminate_run: false,
         }
     }

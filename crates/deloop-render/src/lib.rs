@@ -8,12 +8,11 @@
 //!
 //! * [`clamp`]: `deloop clamp` (guarded text, `--json` object, stream notes).
 //! * [`rescue`]: `deloop rescue` and `deloop repair` (values, reports).
-//! * [`check`]: `deloop check` (the JSON lines schema, the human timeline,
-//!   and [`check::run`], the whole flow from transcript bytes to output).
+//! * [`check`]: `deloop check` (the JSON lines schema and the human
+//!   timeline, as sinks of the check flow, `deloop_check::run`).
 //!
-//! No async and no global state; the only I/O is writing to the
-//! [`std::io::Write`] the caller hands in (and [`check::run`] reading its
-//! [`std::io::Read`]).
+//! No flow lives here, no async and no global state; the only I/O is
+//! writing to the [`std::io::Write`] the caller hands in.
 //!
 //! ```
 //! use deloop_core::repetition::{clamp, ClampConfig};

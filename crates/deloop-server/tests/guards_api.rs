@@ -181,14 +181,14 @@ async fn check_streams_ndjson_and_ends_with_the_error_line() {
     assert!(lines[3].get("summary").is_some(), "{text}");
     // The same flow, run directly, writes the same bytes.
     let mut want = Vec::new();
-    let opts = deloop_render::check::CheckOptions {
+    let opts = deloop_check::CheckOptions {
         format: deloop_core::loops::transcript::TranscriptFormat::Auto,
         profile: deloop_core::loops::Profile::OpenClaw,
         config: None,
-        json: true,
         lossy: false,
     };
-    deloop_render::check::run(std::io::Cursor::new(body.clone()), &opts, &mut want).unwrap();
+    let mut sink = deloop_render::check::JsonLines::new(&mut want);
+    deloop_check::run(std::io::Cursor::new(body.clone()), &opts, &mut sink).unwrap();
     let want: Vec<Value> = String::from_utf8(want)
         .unwrap()
         .lines()

@@ -5,11 +5,14 @@
 use axum::extract::State;
 use axum::response::{Html, Response};
 use axum::Form;
+use deloop_check::{CheckSink, Summary};
 use deloop_console::page::layout;
 use deloop_console::{ConsoleUser, Notice};
+use deloop_core::loops::replay::CallVerdict;
+use deloop_core::loops::Level;
+use deloop_render::check::{write_json_call, write_json_summary};
 use maud::{html, Markup};
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::routes::guards::{check_options, CheckQuery};
 use crate::state::AppState;
@@ -85,30 +88,39 @@ impl std::io::Write for Limited {
     }
 }
 
-/// The verdict lines and summary of a check, drawn.
-fn verdicts(lines: &str) -> Markup {
-    let parsed: Vec<Value> = lines
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let calls: Vec<&Value> = parsed.iter().filter(|v| v.get("index").is_some()).collect();
-    let summary = parsed.iter().find_map(|v| v.get("summary"));
+/// What the page shows of a check: the verdicts, kept typed for the
+/// timeline, and the lines of `deloop check --json` (at most
+/// [`MAX_OUTPUT_BYTES`]; past it the replay stops).
+struct Shown {
+    calls: Vec<CallVerdict>,
+    lines: Limited,
+}
+
+impl CheckSink for Shown {
+    fn call(&mut self, c: CallVerdict) -> std::io::Result<()> {
+        write_json_call(&mut self.lines, &c)?;
+        self.calls.push(c);
+        Ok(())
+    }
+
+    fn summary(&mut self, summary: &Summary) -> std::io::Result<()> {
+        write_json_summary(&mut self.lines, summary)
+    }
+}
+
+/// The verdicts and summary of a check, drawn, with its JSON `lines`.
+fn verdicts(calls: &[CallVerdict], summary: Option<&Summary>, lines: &str) -> Markup {
+    let level = |c: &CallVerdict| c.verdict.level;
     // Loop spans: runs of consecutive calls above `ok`.
-    let level = |v: &Value| {
-        v.get("level")
-            .and_then(Value::as_str)
-            .unwrap_or("ok")
-            .to_string()
-    };
     let mut span_start = vec![None; calls.len()];
     let mut i = 0;
     while i < calls.len() {
-        if level(calls[i]) == "ok" {
+        if level(&calls[i]) == Level::Ok {
             i += 1;
             continue;
         }
         let start = i;
-        while i < calls.len() && level(calls[i]) != "ok" {
+        while i < calls.len() && level(&calls[i]) != Level::Ok {
             i += 1;
         }
         span_start[start] = Some(i - start);
@@ -116,10 +128,10 @@ fn verdicts(lines: &str) -> Markup {
     html! {
         @if let Some(s) = summary {
             p.summary id="check-summary" {
-                (s.get("calls").and_then(Value::as_u64).unwrap_or(0)) " calls, "
-                (s.get("warnings").and_then(Value::as_u64).unwrap_or(0)) " warnings, "
-                (s.get("criticals").and_then(Value::as_u64).unwrap_or(0)) " criticals"
-                @if let Some(t) = s.get("terminate_at").and_then(Value::as_u64) { "; the run should end at call #" (t) }
+                (s.calls) " calls, "
+                (s.warnings) " warnings, "
+                (s.criticals) " criticals"
+                @if let Some(t) = s.terminate_at { "; the run should end at call #" (t) }
                 "."
             }
         }
@@ -128,19 +140,19 @@ fn verdicts(lines: &str) -> Markup {
             thead { tr { th scope="col" { "#" } th scope="col" { "Loop" } th scope="col" { "Tool" } th scope="col" { "Level" } th scope="col" { "Detector" } th scope="col" { "Message" } } }
             tbody {
                 @for (n, c) in calls.iter().enumerate() {
-                    @let lv = level(c);
+                    @let lv = level(c).as_str();
                     tr.(if lv == "critical" { "loop" } else if lv == "warning" { "warning" } else { "" }) data-level=(lv) {
-                        td { (c.get("index").and_then(Value::as_u64).unwrap_or(0)) }
+                        td { (c.index) }
                         td {
                             @if let Some(len) = span_start[n] {
                                 span.span-bar style=(format!("width:{}rem", (len as f64 * 0.6).min(20.0))) aria-hidden="true" {}
                                 " " span.hint { "loop of " (len) }
                             }
                         }
-                        td { code { (c.get("tool").and_then(Value::as_str).unwrap_or("")) } }
+                        td { code { (c.tool) } }
                         td { (lv) }
-                        td { (c.get("detector").and_then(Value::as_str).unwrap_or("")) }
-                        td { (c.get("message").and_then(Value::as_str).unwrap_or("")) }
+                        td { (c.verdict.detector.map(|d| d.as_str()).unwrap_or("")) }
+                        td { (c.verdict.message) }
                     }
                 }
             }
@@ -205,13 +217,15 @@ pub async fn run(
     };
     let text = f.transcript.clone();
     let ran = tokio::task::spawn_blocking(move || {
-        let mut out = Limited(Vec::new());
-        let res =
-            deloop_render::check::run(std::io::Cursor::new(text.into_bytes()), &options, &mut out);
-        (out.0, res)
+        let mut shown = Shown {
+            calls: Vec::new(),
+            lines: Limited(Vec::new()),
+        };
+        let res = deloop_check::run(text.as_bytes(), &options, &mut shown);
+        (shown, res)
     })
     .await;
-    let (out, res) = match ran {
+    let (shown, res) = match ran {
         Ok(r) => r,
         Err(e) => {
             return Ok(render(
@@ -222,9 +236,16 @@ pub async fn run(
             ))
         }
     };
-    let lines = String::from_utf8_lossy(&out).into_owned();
-    let notice = res
-        .err()
-        .map(|e| Notice::Error(format!("{e}; fix the transcript and check again")));
-    Ok(render(&user, &f, Some(verdicts(&lines)), notice))
+    let lines = String::from_utf8_lossy(&shown.lines.0);
+    let (summary, notice) = match res {
+        Ok(s) => (Some(s), None),
+        Err(e) => (
+            None,
+            Some(Notice::Error(format!(
+                "{e}; fix the transcript and check again"
+            ))),
+        ),
+    };
+    let drawn = verdicts(&shown.calls, summary.as_ref(), &lines);
+    Ok(render(&user, &f, Some(drawn), notice))
 }

@@ -20,7 +20,8 @@
 
 use std::sync::Arc;
 
-use deloop_render::check::CheckError;
+use deloop_check::{CheckError, Collect};
+use deloop_render::check::CheckReport;
 use futures_util::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -211,36 +212,23 @@ impl McpServer {
         let (transcript, query) = parse::<TranscriptArgs>("check_transcript", args)?.into_check();
         let options = check_options(&self.state, &query)
             .map_err(|e| ToolError::new(format!("argument {e}")))?;
-        let (out, res) = tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            let res = deloop_render::check::run(transcript.as_bytes(), &options, &mut out);
-            (out, res)
+        let (verdicts, res) = tokio::task::spawn_blocking(move || {
+            let mut verdicts = Collect::default();
+            let res = deloop_check::run(transcript.as_bytes(), &options, &mut verdicts);
+            (verdicts.into_verdicts(), res)
         })
         .await
         .map_err(|e| ToolError::new(format!("internal error: the check task failed: {e}")))?;
-        if let Err(e) = res {
-            return Err(ToolError::new(match e {
+        let summary = res.map_err(|e| {
+            ToolError::new(match e {
                 CheckError::Input {
                     line: Some(n),
                     message,
                 } => format!("argument `transcript`, line {n}: {message}"),
                 other => format!("argument `transcript`: {other}"),
-            }));
-        }
-        let mut verdicts = Vec::new();
-        let mut summary = Value::Null;
-        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let v: Value = serde_json::from_slice(line).map_err(|e| {
-                ToolError::new(format!("internal error: a check line is not JSON: {e}"))
-            })?;
-            match v {
-                Value::Object(mut o) if o.contains_key("summary") => {
-                    summary = o.remove("summary").unwrap_or(Value::Null);
-                }
-                other => verdicts.push(other),
-            }
-        }
-        Ok(json!({"verdicts": verdicts, "summary": summary}))
+            })
+        })?;
+        to_value(&CheckReport::new(&verdicts, &summary))
     }
 }
 

@@ -6,9 +6,10 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use deloop_check::{CheckError, CheckOptions};
 use deloop_core::repetition::{clamp, ClampConfig};
 use deloop_core::rescue::{repair_with, rescue_with, RescueOptions};
-use deloop_render::check::{CheckError, CheckOptions};
+use deloop_render::check::JsonLines;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -346,7 +347,6 @@ pub fn check_options(state: &AppState, q: &CheckQuery) -> Result<CheckOptions, S
         format,
         profile,
         config: Some(state.guard().config.clone()),
-        json: true,
         lossy: false,
     })
 }
@@ -461,12 +461,12 @@ pub async fn check(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
     let idle = state.settings().stream_idle_timeout();
     tokio::task::spawn_blocking(move || {
-        let mut out = ChannelWriter {
+        let mut out = JsonLines::new(ChannelWriter {
             tx: tx.clone(),
             buf: Vec::with_capacity(8192),
-        };
-        let res = deloop_render::check::run(std::io::Cursor::new(body), &options, &mut out);
-        let _ = std::io::Write::flush(&mut out);
+        });
+        let res = deloop_check::run(std::io::Cursor::new(body), &options, &mut out);
+        let _ = std::io::Write::flush(&mut out.into_inner());
         if let Err(e) = res {
             let (line, message) = match e {
                 CheckError::Input { line, message } => (line, message),

@@ -3,9 +3,10 @@
 //!
 //! Transcript formats: see `deloop_core::loops::transcript` (events JSON
 //! lines, OpenAI chat messages, Anthropic messages; auto-detected). The
-//! flow itself (parsing, replay, output) is `deloop_render::check::run`,
-//! shared with the server; this command parses flags, opens the input and
-//! maps the outcome to an exit code.
+//! flow itself (parsing, replay) is `deloop_check::run`, shared with the
+//! server; the output is one of deloop-render's sinks. This command parses
+//! flags, opens the input, wires the two and maps the outcome to an exit
+//! code.
 //!
 //! Bad input (malformed JSON, missing fields, a result for an id no earlier
 //! call is waiting on) is an error naming the line (events) or the message
@@ -20,10 +21,11 @@
 use std::io::Read;
 use std::path::PathBuf;
 
+use deloop_check::{CheckError, CheckOptions};
 use deloop_core::loops::replay::DEFAULT_MAX_OPEN;
 use deloop_core::loops::transcript::TranscriptFormat;
 use deloop_core::loops::{LoopConfig, Profile};
-use deloop_render::check::{CheckError, CheckOptions};
+use deloop_render::check::{HumanTimeline, JsonLines};
 
 use crate::exit::{BadInput, Exit};
 
@@ -106,13 +108,17 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
         format: args.format.into(),
         profile,
         config: Some(config),
-        json: args.json,
         lossy: args.lossy,
     };
     let input = open_input(args.file.as_deref())?;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let summary = match deloop_render::check::run(input, &options, &mut out) {
+    let out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let ran = if args.json {
+        deloop_check::run(input, &options, &mut JsonLines::new(out))
+    } else {
+        deloop_check::run(input, &options, &mut HumanTimeline::new(out))
+    };
+    let summary = match ran {
         Ok(s) => s,
         Err(e @ CheckError::Input { .. }) => return Err(BadInput(e.to_string()).into()),
         Err(CheckError::Io(e)) => return Err(e.into()),
