@@ -7,9 +7,7 @@ use std::time::Instant;
 
 use deloop_index::{Index, Retrieval, SearchOutcome};
 use deloop_llm::LlmClient;
-use deloop_oracle::hyde::{run_hyde, HydeOutcome, HydeParams};
-use deloop_oracle::index_search::{query_embedder, search_index, SearchQuery};
-use deloop_oracle::retrieve::{HydeJoin, IndexCache};
+use deloop_oracle::index_search::{query_embedder, BlockingHyde, IndexSearch};
 
 use crate::cmd::index::{db_location, map_index_error};
 use crate::exit::{BadInput, Exit};
@@ -70,12 +68,7 @@ pub struct Args {
 /// Runs `deloop search`.
 pub fn run(args: Args) -> anyhow::Result<Exit> {
     // HyDE (docs/oracle.md): the LLM from the config file / environment.
-    let hyde = if args.hyde {
-        Some(SearchHyde::from_config()?)
-    } else {
-        None
-    };
-    let join = hyde.as_ref().map(|h| h.join).unwrap_or_default();
+    let hyde = if args.hyde { Some(hyde()?) } else { None };
     let mode = match args.retrieval.as_str() {
         "lexical" => Retrieval::Lexical,
         "vector" => Retrieval::Vector,
@@ -92,23 +85,20 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     } else {
         query_embedder(&config, &index, args.onnx_dir.as_deref())
     };
-    let search = |index: &Index, text: String| -> anyhow::Result<SearchOutcome> {
-        let passage = hyde.as_ref().and_then(|h| {
-            let outcome = h.passage(index, &text);
-            if let Some(reason) = &outcome.fallback_reason {
-                eprintln!("deloop search: HyDE fell back to the plain query: {reason}");
-            }
-            outcome.passage
-        });
-        let q = SearchQuery {
-            text: &text,
-            passage: passage.as_deref(),
-            join,
-            mode,
-            k: args.k,
-            rrf_k: args.rrf_k,
-        };
-        search_index(index, &embedder, &q).map_err(map_index_error)
+    let searches = IndexSearch {
+        index: &index,
+        embedder,
+        hyde,
+        mode,
+        k: args.k,
+        rrf_k: args.rrf_k,
+    };
+    let search = |text: String| -> anyhow::Result<SearchOutcome> {
+        let found = searches.search(&text).map_err(map_index_error)?;
+        if let Some(reason) = found.hyde.and_then(|h| h.fallback_reason) {
+            eprintln!("deloop search: HyDE fell back to the plain query: {reason}");
+        }
+        Ok(found.outcome)
     };
 
     if let Some(file) = &args.queries {
@@ -125,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             let (id, text) = parse_query_line(&line)
                 .map_err(|e| BadInput(format!("{} line {}: {e}", file.display(), n + 1)))?;
             let started = Instant::now();
-            let outcome = search(&index, text)?;
+            let outcome = search(text)?;
             let took_ms = started.elapsed().as_secs_f64() * 1000.0;
             if !noted {
                 if let Some(note) = fallback_note(mode, &outcome) {
@@ -150,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     if query.is_empty() {
         return Err(BadInput("the query is empty".into()).into());
     }
-    let outcome = search(&index, query.clone())?;
+    let outcome = search(query.clone())?;
     if let Some(note) = fallback_note(mode, &outcome) {
         eprintln!("{note}");
     }
@@ -178,52 +168,19 @@ fn parse_query_line(line: &str) -> Result<(String, String), String> {
     Ok((id, text.to_string()))
 }
 
-/// HyDE for `deloop search --hyde`: the configured LLM, the HyDE settings
-/// of the config file / environment, and a runtime for the calls. The
-/// search itself is the oracle's ([`search_index`]), as for the server's
-/// and MCP's `search`.
-struct SearchHyde {
-    rt: tokio::runtime::Runtime,
-    client: LlmClient,
-    params: HydeParams,
-    /// How the passage joins retrieval.
-    join: HydeJoin,
-}
-
-impl SearchHyde {
-    /// From the config file (`$DELOOP_CONFIG` or `./deloop.toml`) and the
-    /// environment; an error when no LLM is configured.
-    fn from_config() -> anyhow::Result<Self> {
-        let config = deloop_config::Config::load(None)?;
-        let client = LlmClient::from_config(&config.llm)
-            .map_err(|e| BadInput(e.to_string()))?
-            .ok_or_else(|| {
-                BadInput(
-                    "--hyde needs an LLM: set GEMINI_API_KEY, or OPENAI_BASE_URL and DELOOP_MODEL \
-                     (see docs/oracle.md)"
-                        .into(),
-                )
-            })?;
-        let join = HydeJoin::from_config(&config).map_err(|e| BadInput(e.to_string()))?;
-        Ok(SearchHyde {
-            rt: crate::cmd::ask::runtime()?,
-            client,
-            params: HydeParams::from_config(&config).map_err(|e| BadInput(e.to_string()))?,
-            join,
-        })
-    }
-
-    /// The HyDE passage for `question` (cached in `index`), or the reason
-    /// HyDE falls back to the plain query.
-    fn passage(&self, index: &Index, question: &str) -> HydeOutcome {
-        let lang = deloop_oracle::detect_language(question);
-        run_hyde(
-            &self.rt,
-            &self.client,
-            &IndexCache(index),
-            question,
-            lang,
-            &self.params,
-        )
-    }
+/// HyDE for `deloop search --hyde`: the LLM of the config file
+/// (`$DELOOP_CONFIG` or `./deloop.toml`) and the environment, with their
+/// HyDE settings; an error when no LLM is configured.
+fn hyde() -> anyhow::Result<BlockingHyde> {
+    let config = deloop_config::Config::load(None)?;
+    let client = LlmClient::from_config(&config.llm)
+        .map_err(|e| BadInput(e.to_string()))?
+        .ok_or_else(|| {
+            BadInput(
+                "--hyde needs an LLM: set GEMINI_API_KEY, or OPENAI_BASE_URL and DELOOP_MODEL \
+                 (see docs/oracle.md)"
+                    .into(),
+            )
+        })?;
+    Ok(BlockingHyde::new(crate::cmd::ask::runtime()?, client, &config).map_err(BadInput)?)
 }
