@@ -179,6 +179,46 @@ def anthropic_drop_mid_stream():
     return {"raised": None, "text": text}
 
 
+# An answer that looped until max_tokens, sent back as the client
+# auto-continues (issue 22 section 4): the proxy clamps it before the model
+# sees it again and says so in headers.
+LOOPED = "Intro sentence. " + "and then the model says the same thing again " * 60
+
+
+def openai_looped_history():
+    raw = oa.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": LOOPED},
+            {"role": "user", "content": "continue"},
+        ],
+    )
+    reply = raw.parse()
+    return {
+        "text": reply.choices[0].message.content,
+        "history_loops": raw.headers.get("x-deloop-history-loops"),
+        "history_loops_at": raw.headers.get("x-deloop-history-loops-at"),
+    }
+
+
+def anthropic_looped_prefill():
+    raw = an.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=100,
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": LOOPED}]},
+        ],
+    )
+    message = raw.parse()
+    return {
+        "text": message.content[0].text,
+        "history_loops": raw.headers.get("x-deloop-history-loops"),
+        "history_loops_at": raw.headers.get("x-deloop-history-loops-at"),
+    }
+
+
 SCENARIOS = [
     openai_healthy_stream,
     openai_looping_stream_with_usage,
@@ -193,6 +233,8 @@ SCENARIOS = [
     anthropic_looping_events,
     anthropic_looping_reply,
     anthropic_drop_mid_stream,
+    openai_looped_history,
+    anthropic_looped_prefill,
 ]
 
 if __name__ == "__main__":

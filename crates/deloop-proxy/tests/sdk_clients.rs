@@ -116,6 +116,14 @@ async fn official_sdks_through_the_proxy() {
             gap: Duration::from_millis(5),
             then: Then::Drop,
         },
+        json_reply(200, chat_completion(&["Continuing."])),
+        json_reply(
+            200,
+            json!({"id": "msg_2", "type": "message", "role": "assistant", "model": MODEL,
+                   "content": [{"type": "text", "text": " and done."}],
+                   "stop_reason": "end_turn", "stop_sequence": null,
+                   "usage": {"input_tokens": 5, "output_tokens": 3}}),
+        ),
     ])
     .await;
     let proxy = start_proxy(&fake.url).await;
@@ -204,4 +212,49 @@ async fn official_sdks_through_the_proxy() {
     let r = get("anthropic_drop_mid_stream");
     assert!(r["raised"].is_string(), "{r}");
     assert!(r["message"].as_str().unwrap().contains("mid-stream"), "{r}");
+
+    // Looped history (issue 22 §4): the SDK's auto-continue request reaches
+    // the upstream with the assistant's wall clamped, and the SDK reads the
+    // proxy's headers from the raw response.
+    let r = get("openai_looped_history");
+    assert_eq!(r["text"], "Continuing.", "{r}");
+    assert_eq!(r["history_loops"], "clamped", "{r}");
+    assert_eq!(r["history_loops_at"], "messages[1].content", "{r}");
+    let r = get("anthropic_looped_prefill");
+    assert_eq!(r["text"], " and done.", "{r}");
+    assert_eq!(r["history_loops"], "clamped", "{r}");
+    assert_eq!(r["history_loops_at"], "messages[1].content[0].text", "{r}");
+    let seen = fake.seen();
+    let [.., chat, messages] = seen.as_slice() else {
+        panic!("the upstream saw {} requests", seen.len());
+    };
+    assert!(chat.path.ends_with("/chat/completions"), "{}", chat.path);
+    let forwarded = chat.json()["messages"][1]["content"].clone();
+    let forwarded = forwarded
+        .as_str()
+        .expect("assistant content forwarded as a string");
+    assert!(
+        forwarded.starts_with("Intro sentence. ") && forwarded.ends_with(" […]"),
+        "{forwarded}"
+    );
+    assert!(
+        forwarded.len() < looping.len() / 4,
+        "{} of {} bytes",
+        forwarded.len(),
+        looping.len()
+    );
+    assert_eq!(chat.json()["messages"][2]["content"], "continue");
+    assert!(messages.path.ends_with("/messages"), "{}", messages.path);
+    let prefill = messages.json()["messages"][1]["content"][0]["text"].clone();
+    let prefill = prefill.as_str().expect("prefill forwarded");
+    assert!(
+        prefill.starts_with("Intro sentence. ") && prefill.ends_with(" […]"),
+        "{prefill}"
+    );
+    assert!(
+        prefill.len() < looping.len() / 4,
+        "{} of {} bytes",
+        prefill.len(),
+        looping.len()
+    );
 }
