@@ -123,8 +123,39 @@ pub struct ProxySettings {
     /// where the loop was seen, with the guard's marker, closed into valid
     /// JSON) or `off` (arguments are not watched). Default `drop`.
     pub tool_args_loops: String,
+    /// LiteLLM's guardrail API: streamed replies followed at once, each
+    /// judged on its new text only; a stream not followed is judged in
+    /// full at every post (correct, only slower). 0 judges every post in
+    /// full. Default 1,024 (0 to 1,000,000: [`LITELLM_STREAMS_BOUNDS`]).
+    pub litellm_streams: usize,
+    /// Bytes those streams may hold: their texts, plus 256 KiB per stream
+    /// for its watcher; the least recently used go first. Default 64 MiB
+    /// (1 MiB to 16 GiB: [`LITELLM_STREAM_BYTES_BOUNDS`]).
+    pub litellm_stream_bytes: usize,
+    /// Seconds after which a stream that got no post is forgotten.
+    /// Default 300 (1 to 86,400: [`LITELLM_STREAM_IDLE_SECS_BOUNDS`]).
+    pub litellm_stream_idle_secs: u64,
     /// Client connections: deadlines and the cap (`[proxy.connections]`).
     pub connections: crate::ConnectionSettings,
+}
+
+/// Bounds of `proxy.litellm_streams`.
+pub const LITELLM_STREAMS_BOUNDS: (u64, u64) = (0, 1_000_000);
+/// Bounds of `proxy.litellm_stream_bytes`.
+pub const LITELLM_STREAM_BYTES_BOUNDS: (u64, u64) = (1 << 20, 16 << 30);
+/// Bounds of `proxy.litellm_stream_idle_secs`.
+pub const LITELLM_STREAM_IDLE_SECS_BOUNDS: (u64, u64) = (1, 86_400);
+
+/// `Err` naming `key` and its bounds when `v` is outside them.
+fn in_range(key: &'static str, v: u64, (lo, hi): (u64, u64)) -> Result<(), SettingsError> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(SettingsError {
+            key,
+            message: format!("{v} is out of range: use {lo} to {hi}"),
+        })
+    }
 }
 
 impl Default for ProxySettings {
@@ -153,6 +184,9 @@ impl Default for ProxySettings {
             max_history_bytes: 8 << 20,
             history_loops: "clamp".into(),
             tool_args_loops: "drop".into(),
+            litellm_streams: 1024,
+            litellm_stream_bytes: 64 << 20,
+            litellm_stream_idle_secs: 300,
             connections: crate::ConnectionSettings::default(),
         }
     }
@@ -283,6 +317,21 @@ impl ProxySettings {
                 ),
             });
         }
+        in_range(
+            "proxy.litellm_streams",
+            self.litellm_streams as u64,
+            LITELLM_STREAMS_BOUNDS,
+        )?;
+        in_range(
+            "proxy.litellm_stream_bytes",
+            self.litellm_stream_bytes as u64,
+            LITELLM_STREAM_BYTES_BOUNDS,
+        )?;
+        in_range(
+            "proxy.litellm_stream_idle_secs",
+            self.litellm_stream_idle_secs,
+            LITELLM_STREAM_IDLE_SECS_BOUNDS,
+        )?;
         self.connections
             .validate(crate::connections::Table::Proxy)?;
         if self.max_event_bytes < 1024 {
@@ -461,6 +510,29 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn litellm_stream_caps_out_of_range_name_key_and_bounds() {
+        let mut s = ProxySettings {
+            litellm_streams: 1_000_001,
+            ..ProxySettings::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.key, "proxy.litellm_streams");
+        assert!(e.message.contains("use 0 to 1000000"), "{}", e.message);
+        s.litellm_streams = 0;
+        s.validate().unwrap();
+        s.litellm_stream_bytes = 1000;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.key, "proxy.litellm_stream_bytes");
+        assert!(e.message.contains("1000 is out of range"), "{}", e.message);
+        s.litellm_stream_bytes = 1 << 20;
+        s.litellm_stream_idle_secs = 0;
+        assert_eq!(
+            s.validate().unwrap_err().key,
+            "proxy.litellm_stream_idle_secs"
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ impl ProxyState {
                 Some((action, LoopJudge::new(guard.profile, guard.config)))
             }
         };
+        let streams = crate::litellm::ResponseStreams::from_settings(&settings);
         Ok(ProxyState(Arc::new(Inner {
             settings,
             clamp,
@@ -82,7 +83,7 @@ impl ProxyState {
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             )),
             recent: Arc::default(),
-            streams: Arc::default(),
+            streams: Arc::new(streams),
             events: None,
         })))
     }

@@ -24,7 +24,8 @@
 //!   detector runs over the old part again.
 //!
 //! Bounded: at most `max_streams` streams and `max_bytes` of texts and
-//! watchers (a watcher counts as 256 KiB), the least recently
+//! watchers (`proxy.litellm_streams`, `proxy.litellm_stream_bytes`,
+//! `proxy.litellm_stream_idle_secs`; a watcher counts as 256 KiB), the least recently
 //! used going first; a stream idle for `idle` is forgotten. A forgotten
 //! stream is judged from the start again: correct, only slower. Ending a
 //! copy of a watcher at each check costs 20 to 70 µs (release build).
@@ -155,13 +156,23 @@ pub struct ResponseStreams {
 }
 
 impl Default for ResponseStreams {
-    /// 1,024 streams, 64 MiB, 5 minutes idle.
+    /// With `[proxy]`'s default caps.
     fn default() -> Self {
-        ResponseStreams::new(1024, 64 << 20, Duration::from_secs(300))
+        ResponseStreams::from_settings(&deloop_config::ProxySettings::default())
     }
 }
 
 impl ResponseStreams {
+    /// With the caps of `[proxy]`: `litellm_streams`,
+    /// `litellm_stream_bytes`, `litellm_stream_idle_secs`.
+    pub fn from_settings(s: &deloop_config::ProxySettings) -> Self {
+        ResponseStreams::new(
+            s.litellm_streams,
+            s.litellm_stream_bytes,
+            Duration::from_secs(s.litellm_stream_idle_secs),
+        )
+    }
+
     /// At most `max_streams` streams and `max_bytes` of texts and
     /// watchers, each forgotten after `idle` without a post.
     pub fn new(max_streams: usize, max_bytes: usize, idle: Duration) -> Self {
