@@ -79,12 +79,29 @@ pub fn decode(bytes: Vec<u8>, lossy: bool, lossy_hint: &str) -> Result<String, E
     match String::from_utf8(bytes) {
         Ok(s) => Ok(s),
         Err(e) if lossy => Ok(String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        Err(e) => Err(Error::input(format!(
-            "input is not valid UTF-8 (first invalid byte at offset {}); \
-             fix the encoding or pass {lossy_hint} to replace invalid bytes with U+FFFD",
-            e.utf8_error().valid_up_to()
-        ))),
+        Err(e) => Err(not_utf8(e.utf8_error(), lossy_hint)),
     }
+}
+
+/// [`decode`] without a copy when the bytes are valid UTF-8.
+pub fn decode_slice<'a>(
+    bytes: &'a [u8],
+    lossy: bool,
+    lossy_hint: &str,
+) -> Result<Cow<'a, str>, Error> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(Cow::Borrowed(s)),
+        Err(_) if lossy => Ok(String::from_utf8_lossy(bytes)),
+        Err(e) => Err(not_utf8(e, lossy_hint)),
+    }
+}
+
+fn not_utf8(e: std::str::Utf8Error, lossy_hint: &str) -> Error {
+    Error::input(format!(
+        "input is not valid UTF-8 (first invalid byte at offset {}); \
+         fix the encoding or pass {lossy_hint} to replace invalid bytes with U+FFFD",
+        e.valid_up_to()
+    ))
 }
 
 /// The guard settings: the seed's rules, or the config file's tables

@@ -13,6 +13,8 @@
 mod loops;
 mod text;
 
+use std::borrow::Cow;
+
 use napi::bindgen_prelude::{Buffer, Either};
 use napi::{Error, Status};
 
@@ -31,11 +33,10 @@ pub(crate) type TextIn = Either<String, Buffer>;
 
 /// The text, decoding a Buffer with the command line's message on invalid
 /// UTF-8.
-pub(crate) fn text_of(input: TextIn, lossy: bool) -> napi::Result<String> {
+pub(crate) fn text_of(input: &TextIn, lossy: bool) -> napi::Result<Cow<'_, str>> {
     match input {
-        Either::A(s) => Ok(s),
-        Either::B(b) => {
-            deloop_bindings::decode(b.to_vec(), lossy, "{ lossy: true }").map_err(js_err)
-        }
+        Either::A(s) => Ok(Cow::Borrowed(s)),
+        // A Buffer is read where it is, not copied.
+        Either::B(b) => deloop_bindings::decode_slice(b, lossy, "{ lossy: true }").map_err(js_err),
     }
 }

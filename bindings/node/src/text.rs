@@ -127,7 +127,7 @@ fn result(out: Clamped) -> ClampResult {
 pub fn clamp(text: TextIn, options: Option<ClampOptions>) -> napi::Result<ClampResult> {
     let options = options.unwrap_or_default();
     let config = settings(&options)?;
-    let text = text_of(text, options.lossy.unwrap_or(false))?;
+    let text = text_of(&text, options.lossy.unwrap_or(false))?;
     Ok(result(clamp_text(&text, &config)))
 }
 
@@ -137,7 +137,7 @@ pub fn clamp(text: TextIn, options: Option<ClampOptions>) -> napi::Result<ClampR
 pub fn clamp_repetition(text: TextIn, options: Option<ClampOptions>) -> napi::Result<String> {
     let options = options.unwrap_or_default();
     let config = settings(&options)?;
-    let text = text_of(text, options.lossy.unwrap_or(false))?;
+    let text = text_of(&text, options.lossy.unwrap_or(false))?;
     Ok(if options.seed_compat.unwrap_or(false) {
         clamp_words(&text, &config).text
     } else {
@@ -154,7 +154,7 @@ pub fn clamp_substring_repetition(
 ) -> napi::Result<String> {
     let options = options.unwrap_or_default();
     let config = settings(&options)?;
-    let text = text_of(text, options.lossy.unwrap_or(false))?;
+    let text = text_of(&text, options.lossy.unwrap_or(false))?;
     Ok(clamp_substring(&text, &config).text)
 }
 
@@ -325,7 +325,7 @@ pub fn rescue_json(
     options: Option<RescueOptions>,
 ) -> napi::Result<String> {
     let lossy = options.and_then(|o| o.lossy).unwrap_or(false);
-    let text = text_of(text, lossy)?;
+    let text = text_of(&text, lossy)?;
     deloop_bindings::rescue(&text, key.as_deref())
         .map(|v| v.to_string())
         .map_err(js_err)
@@ -336,6 +336,6 @@ pub fn rescue_json(
 #[napi]
 pub fn repair_json(text: TextIn, options: Option<RescueOptions>) -> napi::Result<String> {
     let lossy = options.and_then(|o| o.lossy).unwrap_or(false);
-    let text = text_of(text, lossy)?;
+    let text = text_of(&text, lossy)?;
     deloop_bindings::repair(&text).map_err(js_err)
 }

@@ -1,17 +1,22 @@
 //! Python values to and from JSON values, and text inputs (`str` or
 //! `bytes`) to Rust strings.
 
+use std::borrow::Cow;
+
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use serde_json::Value;
 
 use crate::py_err;
 
 /// A text input: `str`, or `bytes` that must be UTF-8 (unless lossy).
+/// Neither is copied on the way in: a `str` is held as its UTF-8 encoding,
+/// `bytes` are read where they are.
 #[derive(FromPyObject)]
 pub enum TextIn<'py> {
     /// A Python string.
-    Str(String),
+    Str(PyBackedStr),
     /// Raw bytes.
     Bytes(Bound<'py, PyBytes>),
 }
@@ -19,12 +24,20 @@ pub enum TextIn<'py> {
 impl TextIn<'_> {
     /// The text, decoding bytes with the command line's message on
     /// invalid UTF-8.
-    pub fn into_string(self, lossy: bool) -> PyResult<String> {
+    pub fn text(&self, lossy: bool) -> PyResult<Cow<'_, str>> {
         match self {
-            TextIn::Str(s) => Ok(s),
+            TextIn::Str(s) => Ok(Cow::Borrowed(s)),
             TextIn::Bytes(b) => {
-                deloop_bindings::decode(b.as_bytes().to_vec(), lossy, "lossy=True").map_err(py_err)
+                deloop_bindings::decode_slice(b.as_bytes(), lossy, "lossy=True").map_err(py_err)
             }
+        }
+    }
+
+    /// The input's bytes (a `str` as UTF-8).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            TextIn::Str(s) => s.as_bytes(),
+            TextIn::Bytes(b) => b.as_bytes(),
         }
     }
 }

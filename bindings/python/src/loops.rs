@@ -219,10 +219,7 @@ pub fn check(
         Some(c) => Some(to_json("config", c)?),
         None => None,
     };
-    let bytes: Vec<u8> = match transcript {
-        TextIn::Str(s) => s.into_bytes(),
-        TextIn::Bytes(b) => b.as_bytes().to_vec(),
-    };
+    let bytes = transcript.as_bytes();
     let request = CheckRequest {
         format: format.as_deref(),
         profile: profile.as_deref(),
@@ -230,6 +227,6 @@ pub fn check(
         lossy,
     };
     let lines =
-        guarded(py, bytes.len(), || deloop_bindings::check(&bytes, &request)).map_err(py_err)?;
+        guarded(py, bytes.len(), || deloop_bindings::check(bytes, &request)).map_err(py_err)?;
     Ok(lines.into_iter().map(Verdict::from).collect())
 }

@@ -123,7 +123,7 @@ pub fn clamp(
             ("near", near),
         ],
     )?;
-    let text = text.into_string(lossy)?;
+    let text = text.text(lossy)?;
     let out = guarded(py, text.len(), || clamp_text(&text, &config));
     let first = out.report();
     Ok(Clamp {
@@ -278,7 +278,9 @@ impl StreamGuard {
             ],
         )?;
         Ok(StreamGuard {
-            stream: GuardedStream::new(config.into_owned()).exact(exact).lossy(lossy),
+            stream: GuardedStream::new(config.into_owned())
+                .exact(exact)
+                .lossy(lossy),
             bytes: None,
             cut: None,
             finished: false,
@@ -295,11 +297,11 @@ impl StreamGuard {
                 self.step(false, |g| Ok(forward(guarded(py, s.len(), || g.push(&s)))))?,
             ),
             TextIn::Bytes(b) => {
-                let data = b.as_bytes().to_vec();
+                let data = b.as_bytes();
                 (
                     true,
                     self.step(true, |g| {
-                        guarded(py, data.len(), || g.push_bytes(&data).map(forward))
+                        guarded(py, data.len(), || g.push_bytes(data).map(forward))
                             .map_err(bad_utf8)
                     })?,
                 )
@@ -340,7 +342,7 @@ pub fn rescue_json<'py>(
     key: Option<String>,
     lossy: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let text = text.into_string(lossy)?;
+    let text = text.text(lossy)?;
     let value = guarded(py, text.len(), || {
         deloop_bindings::rescue(&text, key.as_deref())
     });
@@ -352,6 +354,6 @@ pub fn rescue_json<'py>(
 #[pyfunction]
 #[pyo3(signature = (text, *, lossy=false))]
 pub fn repair_json(py: Python<'_>, text: TextIn<'_>, lossy: bool) -> PyResult<String> {
-    let text = text.into_string(lossy)?;
+    let text = text.text(lossy)?;
     guarded(py, text.len(), || deloop_bindings::repair(&text)).map_err(py_err)
 }
