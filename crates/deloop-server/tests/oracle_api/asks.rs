@@ -1,7 +1,7 @@
 //! Asks in each mode, JSON and SSE: extractive without an LLM, the tutor's
 //! history, loop cuts, a client going away, upstream faults.
 
-use crate::common::client;
+use crate::common::{self, client};
 use crate::fixtures::*;
 use crate::llm::{assert_request_dropped, Fake, Reply};
 use deloop_config::Config;
@@ -146,14 +146,7 @@ async fn sse_streams_meta_sources_deltas_cut_done_for_a_looping_llm() {
     // The upstream was cancelled, not read to its end.
     assert!(fake.probe().sent.load(Ordering::SeqCst) < max);
     // The cut is counted.
-    let metrics = client()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_text(&server.url, None).await;
     assert!(
         metrics
             .lines()

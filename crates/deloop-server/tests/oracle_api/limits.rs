@@ -1,7 +1,7 @@
 //! The server's limits around the oracle: the request deadline and the
 //! concurrency limit.
 
-use crate::common::client;
+use crate::common::{self, client};
 use crate::fixtures::*;
 use crate::llm::{assert_request_dropped, Fake, Reply};
 use deloop_server::ServerSettings;
@@ -141,14 +141,7 @@ async fn at_the_concurrency_limit_requests_are_shed_with_503() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(ok, "the permit was never released");
-    let text = client()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::metrics_text(&server.url, None).await;
     let line = metrics_shed(&text).unwrap_or_else(|| panic!("no shed counter: {text}"));
     assert!(line.ends_with(" 3"), "{line}");
 }
