@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::guard::{read_guarded, StreamChunk, Streamed};
 use crate::retry::{send, send_json, send_with_fallback, CallCtx, FeatureFallback};
 use crate::types::{GenerateRequest, Generation};
-use crate::LlmError;
+use crate::{retry, LlmError};
 
 /// What a generation client adds to [`FeatureFallback`]: its key, its model
 /// and how to read its replies.
@@ -71,3 +71,57 @@ pub(crate) async fn generate_stream<P: Provider>(
         Streamed::Ended(last) => provider.finish(last, attempts).map_err(|e| ctx.redact(e)),
     }
 }
+
+/// The `error` object of a reply body (some servers answer an error with a
+/// 200, or inside a stream) as an [`LlmError::Http`]; `None` when the body
+/// has none. Its status is `error.code` when `is_status` accepts it, else 500.
+pub(crate) fn reply_error(v: &Value, is_status: impl Fn(&u16) -> bool) -> Option<LlmError> {
+    let err = v.get("error")?;
+    let status = err
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(is_status)
+        .unwrap_or(500);
+    let (message, _) = retry::parse_error_body(v.to_string().as_bytes());
+    Some(LlmError::Http { status, message })
+}
+
+/// A token count from a usage object: `obj[key]` when it fits a `u32`.
+pub(crate) fn token_count(obj: &Value, key: &str) -> Option<u32> {
+    obj.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+/// The public `generate` and `generate_stream` methods of a client that
+/// implements [`Provider`], each with its own doc comment.
+macro_rules! generation_methods {
+    (
+        $(#[$generate_doc:meta])*
+        generate;
+        $(#[$stream_doc:meta])*
+        generate_stream;
+    ) => {
+        $(#[$generate_doc])*
+        pub async fn generate(
+            &self,
+            req: &GenerateRequest,
+            cancel: &CancellationToken,
+        ) -> Result<Generation, LlmError> {
+            call::generate(self, req, cancel).await
+        }
+
+        $(#[$stream_doc])*
+        pub async fn generate_stream(
+            &self,
+            req: &GenerateRequest,
+            cancel: &CancellationToken,
+            guard: Option<ClampConfig>,
+            on_delta: impl FnMut(&str),
+        ) -> Result<Generation, LlmError> {
+            call::generate_stream(self, req, cancel, guard, on_delta).await
+        }
+    };
+}
+pub(crate) use generation_methods;

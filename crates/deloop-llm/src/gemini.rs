@@ -119,28 +119,15 @@ impl GeminiClient {
         map.insert(self.model.clone(), caps);
     }
 
-    /// One non-streamed generation (`generateContent`).
-    pub async fn generate(
-        &self,
-        req: &GenerateRequest,
-        cancel: &CancellationToken,
-    ) -> Result<Generation, LlmError> {
-        call::generate(self, req, cancel).await
-    }
-
-    /// One streamed generation (`streamGenerateContent?alt=sse`), watched
-    /// by the loop guard when `guard` is set. `on_delta` receives answer text
-    /// (thoughts excluded) as it arrives, up to any cut. When the guard
-    /// fires, the HTTP response is dropped at once (the connection closes,
-    /// so the server stops generating) and the answer ends at the cut.
-    pub async fn generate_stream(
-        &self,
-        req: &GenerateRequest,
-        cancel: &CancellationToken,
-        guard: Option<ClampConfig>,
-        on_delta: impl FnMut(&str),
-    ) -> Result<Generation, LlmError> {
-        call::generate_stream(self, req, cancel, guard, on_delta).await
+    call::generation_methods! {
+        /// One non-streamed generation (`generateContent`).
+        generate;
+        /// One streamed generation (`streamGenerateContent?alt=sse`), watched
+        /// by the loop guard when `guard` is set. `on_delta` receives answer text
+        /// (thoughts excluded) as it arrives, up to any cut. When the guard
+        /// fires, the HTTP response is dropped at once (the connection closes,
+        /// so the server stops generating) and the answer ends at the cut.
+        generate_stream;
     }
 }
 
@@ -354,14 +341,8 @@ fn parse_response(v: &Value) -> Result<Chunk, LlmError> {
         Value::Array(items) if items.len() == 1 => &items[0],
         other => other,
     };
-    if let Some(err) = v.get("error") {
-        let status = err
-            .get("code")
-            .and_then(Value::as_u64)
-            .and_then(|c| u16::try_from(c).ok())
-            .unwrap_or(500);
-        let (message, _) = retry::parse_error_body(v.to_string().as_bytes());
-        return Err(LlmError::Http { status, message });
+    if let Some(err) = call::reply_error(v, |_| true) {
+        return Err(err);
     }
     if !v.is_object() {
         return Err(LlmError::Decode(format!(
@@ -400,11 +381,7 @@ fn parse_response(v: &Value) -> Result<Chunk, LlmError> {
         .filter(|r| *r != "BLOCK_REASON_UNSPECIFIED" || first.is_none())
         .map(str::to_string);
     if let Some(u) = v.get("usageMetadata") {
-        let n = |k: &str| {
-            u.get(k)
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-        };
+        let n = |k: &str| call::token_count(u, k);
         chunk.usage = Usage {
             prompt_tokens: n("promptTokenCount"),
             output_tokens: n("candidatesTokenCount"),

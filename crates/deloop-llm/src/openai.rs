@@ -95,26 +95,13 @@ impl OpenAiClient {
         &self.model
     }
 
-    /// One non-streamed chat completion.
-    pub async fn generate(
-        &self,
-        req: &GenerateRequest,
-        cancel: &CancellationToken,
-    ) -> Result<Generation, LlmError> {
-        call::generate(self, req, cancel).await
-    }
-
-    /// One streamed chat completion (`stream: true`, SSE ending at
-    /// `[DONE]`), watched by the loop guard when `guard` is set; see
-    /// [`crate::GeminiClient::generate_stream`] for the cut semantics.
-    pub async fn generate_stream(
-        &self,
-        req: &GenerateRequest,
-        cancel: &CancellationToken,
-        guard: Option<ClampConfig>,
-        on_delta: impl FnMut(&str),
-    ) -> Result<Generation, LlmError> {
-        call::generate_stream(self, req, cancel, guard, on_delta).await
+    call::generation_methods! {
+        /// One non-streamed chat completion.
+        generate;
+        /// One streamed chat completion (`stream: true`, SSE ending at
+        /// `[DONE]`), watched by the loop guard when `guard` is set; see
+        /// [`crate::GeminiClient::generate_stream`] for the cut semantics.
+        generate_stream;
     }
 }
 
@@ -292,15 +279,8 @@ impl StreamChunk for Completion {
 }
 
 fn parse_completion(v: &Value, chunk: bool) -> Result<Completion, LlmError> {
-    if let Some(err) = v.get("error") {
-        let status = err
-            .get("code")
-            .and_then(Value::as_u64)
-            .and_then(|c| u16::try_from(c).ok())
-            .filter(|c| (400..600).contains(c))
-            .unwrap_or(500);
-        let (message, _) = retry::parse_error_body(v.to_string().as_bytes());
-        return Err(LlmError::Http { status, message });
+    if let Some(err) = call::reply_error(v, |c| (400..600).contains(c)) {
+        return Err(err);
     }
     let choices = v.get("choices").and_then(Value::as_array);
     let Some(choices) = choices else {
@@ -311,19 +291,13 @@ fn parse_completion(v: &Value, chunk: bool) -> Result<Completion, LlmError> {
     };
     let mut c = Completion::default();
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        let n = |k: &str| {
-            u.get(k)
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok())
-        };
+        let n = |k: &str| call::token_count(u, k);
         c.usage = Usage {
             prompt_tokens: n("prompt_tokens"),
             output_tokens: n("completion_tokens"),
             thought_tokens: u
                 .get("completion_tokens_details")
-                .and_then(|d| d.get("reasoning_tokens"))
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok()),
+                .and_then(|d| call::token_count(d, "reasoning_tokens")),
         };
     }
     let Some(choice) = choices.first() else {

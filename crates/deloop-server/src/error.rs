@@ -1,7 +1,7 @@
 //! Errors as HTTP answers: `application/problem+json` (RFC 9457) with a
 //! status, a short title and a detail that names the problem and what to do.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -36,6 +36,19 @@ pub struct Problem<'a> {
 }
 
 impl ApiError {
+    /// A body that could not be read (`what` names it, e.g. `the
+    /// transcript`): a 413 over `server.max_body_bytes`, else `status`.
+    pub(crate) fn unreadable_body(r: &BytesRejection, what: &str, status: StatusCode) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("{what} is larger than the server's limit (server.max_body_bytes)"),
+            )
+        } else {
+            Self::new(status, format!("cannot read {what}: {}", r.body_text()))
+        }
+    }
+
     /// An error with this status and detail.
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         ApiError {
@@ -110,18 +123,7 @@ impl From<JsonRejection> for ApiError {
                 "expected a JSON body with `Content-Type: application/json`",
             ),
             JsonRejection::BytesRejection(b) => {
-                let status = b.status();
-                if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    Self::new(
-                        status,
-                        "the request body is larger than the server's limit (server.max_body_bytes)",
-                    )
-                } else {
-                    Self::new(
-                        status,
-                        format!("cannot read the request body: {}", b.body_text()),
-                    )
-                }
+                Self::unreadable_body(&b, "the request body", b.status())
             }
             // Syntax and data errors are the client's: 400, naming the field.
             JsonRejection::JsonDataError(e) => Self::bad_request(format!(

@@ -72,6 +72,15 @@ pub fn client() -> reqwest::Client {
     reqwest::Client::builder().build().unwrap()
 }
 
+/// The server's `GET /metrics` text, sent with the API key `key` if any.
+pub async fn metrics_text(url: &str, key: Option<&str>) -> String {
+    let mut req = client().get(format!("{url}/metrics"));
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    req.send().await.unwrap().text().await.unwrap()
+}
+
 /// A temporary index over a few small markdown documents, for the oracle.
 pub struct Library {
     _dir: tempfile::TempDir,

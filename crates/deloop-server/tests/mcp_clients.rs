@@ -222,15 +222,7 @@ async fn python_sdk_over_streamable_http() {
         same_as_http(r, &server.url, Some(KEY)).await;
     }
     // The MCP requests were counted like any route.
-    let metrics = c
-        .get(format!("{}/metrics", server.url))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_text(&server.url, Some(KEY)).await;
     assert!(metrics.contains("/mcp"), "no /mcp in the metrics");
 }
 

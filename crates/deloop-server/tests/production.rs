@@ -169,14 +169,7 @@ async fn metrics_count_requests_by_route_and_verdicts() {
             .await
             .unwrap();
     }
-    let text = c
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::metrics_text(&server.url, None).await;
     assert!(
         text.contains(r#"deloop_http_requests_total{route="/v1/sessions/{session}/calls",method="POST",status="200"} 3"#),
         "{text}"

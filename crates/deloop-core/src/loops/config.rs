@@ -646,40 +646,54 @@ fn parse_block(
     }
     s.normalisers = norms.into_values().collect();
 
-    if s.critical_threshold <= s.warning_threshold {
-        let to = s.warning_threshold + 1;
-        adjustments.push(Adjustment {
-            key: format!("{path}.criticalThreshold"),
-            from: s.critical_threshold,
-            to,
-            reason: format!("must be above warningThreshold ({})", s.warning_threshold),
-        });
-        s.critical_threshold = to;
-    }
-    if s.global_circuit_breaker_threshold <= s.critical_threshold {
-        let to = s.critical_threshold + 1;
-        adjustments.push(Adjustment {
-            key: format!("{path}.globalCircuitBreakerThreshold"),
-            from: s.global_circuit_breaker_threshold,
-            to,
-            reason: format!("must be above criticalThreshold ({})", s.critical_threshold),
-        });
-        s.global_circuit_breaker_threshold = to;
-    }
-    if s.no_progress_critical_threshold <= s.no_progress_warning_threshold {
-        let to = s.no_progress_warning_threshold + 1;
-        adjustments.push(Adjustment {
-            key: format!("{path}.noProgressCriticalThreshold"),
-            from: s.no_progress_critical_threshold,
-            to,
-            reason: format!(
-                "must be above noProgressWarningThreshold ({})",
-                s.no_progress_warning_threshold
-            ),
-        });
-        s.no_progress_critical_threshold = to;
-    }
+    raise_above(
+        adjustments,
+        path,
+        ("criticalThreshold", &mut s.critical_threshold),
+        ("warningThreshold", s.warning_threshold),
+    );
+    raise_above(
+        adjustments,
+        path,
+        (
+            "globalCircuitBreakerThreshold",
+            &mut s.global_circuit_breaker_threshold,
+        ),
+        ("criticalThreshold", s.critical_threshold),
+    );
+    raise_above(
+        adjustments,
+        path,
+        (
+            "noProgressCriticalThreshold",
+            &mut s.no_progress_critical_threshold,
+        ),
+        (
+            "noProgressWarningThreshold",
+            s.no_progress_warning_threshold,
+        ),
+    );
     Ok(s)
+}
+
+/// Keeps a threshold above the one it must exceed: when `value` is not
+/// above `floor`, it becomes `floor + 1` and the change is recorded.
+fn raise_above(
+    adjustments: &mut Vec<Adjustment>,
+    path: &str,
+    (key, value): (&str, &mut u32),
+    (floor_key, floor): (&str, u32),
+) {
+    if *value <= floor {
+        let to = floor + 1;
+        adjustments.push(Adjustment {
+            key: format!("{path}.{key}"),
+            from: *value,
+            to,
+            reason: format!("must be above {floor_key} ({floor})"),
+        });
+        *value = to;
+    }
 }
 
 fn tool_key(tool: &str) -> String {

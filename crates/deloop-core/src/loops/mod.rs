@@ -57,6 +57,30 @@ pub use strict::{ArgEquivalence, Procedure, SearchEquivalence};
 
 use serde_json::Value;
 
+/// The `id`, `run` and `agent` builder methods of a type with `call_id`,
+/// `run_id` and `agent_id` fields ([`ToolCall`], [`Outcome`]).
+macro_rules! id_setters {
+    () => {
+        /// Sets the call id.
+        pub fn id(mut self, id: &'a str) -> Self {
+            self.call_id = Some(id);
+            self
+        }
+
+        /// Sets the run id.
+        pub fn run(mut self, run: &'a str) -> Self {
+            self.run_id = Some(run);
+            self
+        }
+
+        /// Sets the agent id.
+        pub fn agent(mut self, agent: &'a str) -> Self {
+            self.agent_id = Some(agent);
+            self
+        }
+    };
+}
+
 /// A tool call, judged before it executes.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolCall<'a> {
@@ -84,23 +108,7 @@ impl<'a> ToolCall<'a> {
         }
     }
 
-    /// Sets the call id.
-    pub fn id(mut self, id: &'a str) -> Self {
-        self.call_id = Some(id);
-        self
-    }
-
-    /// Sets the run id.
-    pub fn run(mut self, run: &'a str) -> Self {
-        self.run_id = Some(run);
-        self
-    }
-
-    /// Sets the agent id.
-    pub fn agent(mut self, agent: &'a str) -> Self {
-        self.agent_id = Some(agent);
-        self
-    }
+    id_setters!();
 
     /// The call's scope.
     pub fn scope(&self) -> Scope<'a> {
@@ -175,23 +183,7 @@ impl<'a> Outcome<'a> {
         self
     }
 
-    /// Sets the call id.
-    pub fn id(mut self, id: &'a str) -> Self {
-        self.call_id = Some(id);
-        self
-    }
-
-    /// Sets the run id.
-    pub fn run(mut self, run: &'a str) -> Self {
-        self.run_id = Some(run);
-        self
-    }
-
-    /// Sets the agent id.
-    pub fn agent(mut self, agent: &'a str) -> Self {
-        self.agent_id = Some(agent);
-        self
-    }
+    id_setters!();
 }
 
 /// Where history lives: one agent, one run (or no run).

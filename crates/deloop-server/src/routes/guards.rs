@@ -178,7 +178,9 @@ fn snake(v: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-fn publish_rescue(state: &AppState, what: &str, repairs: &[String]) {
+/// Publishes a rescue or repair (`what`) with its repairs, by snake_case name.
+fn publish_rescue(state: &AppState, what: &str, repairs: &[impl serde::Serialize]) {
+    let repairs: Vec<String> = repairs.iter().map(snake).collect();
     let mut ev = GuardEvent::new(EventKind::JsonRescue, "api");
     ev.message = Some(if repairs.is_empty() {
         format!("{what}: valid as sent")
@@ -186,6 +188,14 @@ fn publish_rescue(state: &AppState, what: &str, repairs: &[String]) {
         format!("{what}: {}", repairs.join(", "))
     });
     state.events().publish(ev);
+}
+
+/// The rescue and repair limits: the input may be as large as a body.
+fn rescue_options(state: &AppState) -> RescueOptions {
+    RescueOptions {
+        max_input_bytes: state.settings().max_body_bytes,
+        ..RescueOptions::default()
+    }
 }
 
 /// Runs a guard's CPU-bound work on the blocking pool, so a large input does
@@ -238,17 +248,17 @@ pub async fn rescue(
 
 /// The `deloop rescue --json` value for a request (HTTP and MCP).
 pub async fn rescue_value(state: &AppState, req: RescueRequest) -> Result<Value, ApiError> {
-    let opts = RescueOptions {
-        max_input_bytes: state.settings().max_body_bytes,
-        ..RescueOptions::default()
-    };
+    let opts = rescue_options(state);
     let out = off_runtime("rescue", move || rescue_with(&req.text, &req.key, &opts)).await?;
     match out {
-        Ok(r) => Ok({
-            let repairs: Vec<String> = r.repairs.iter().map(snake).collect();
-            publish_rescue(state, "rescue", &repairs);
-            deloop_render::rescue::report_value(Some(&r.value), &r.repairs, None)
-        }),
+        Ok(r) => {
+            publish_rescue(state, "rescue", &r.repairs);
+            Ok(deloop_render::rescue::report_value(
+                Some(&r.value),
+                &r.repairs,
+                None,
+            ))
+        }
         Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
         Err(e) => Ok(deloop_render::rescue::report_value(
             None,
@@ -294,15 +304,11 @@ pub async fn repair(
 
 /// The `deloop repair --json` value for a request (HTTP and MCP).
 pub async fn repair_value(state: &AppState, req: RepairRequest) -> Result<Value, ApiError> {
-    let opts = RescueOptions {
-        max_input_bytes: state.settings().max_body_bytes,
-        ..RescueOptions::default()
-    };
+    let opts = rescue_options(state);
     let out = off_runtime("repair", move || repair_with(&req.text, &opts)).await?;
     match out {
         Ok(r) => {
-            let repairs: Vec<String> = r.repairs.iter().map(snake).collect();
-            publish_rescue(state, "repair", &repairs);
+            publish_rescue(state, "repair", &r.repairs);
             Ok(deloop_render::rescue::repair_value(&r.value, &r.repairs))
         }
         Err(e) if e.is_input_limit() => Err(ApiError::unprocessable(e.to_string())),
@@ -446,16 +452,8 @@ pub async fn check(
     ApiQuery(q): ApiQuery<CheckQuery>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the transcript is larger than the server's limit (server.max_body_bytes)",
-            )
-        } else {
-            ApiError::bad_request(format!("cannot read the transcript: {}", r.body_text()))
-        }
-    })?;
+    let body =
+        body.map_err(|r| ApiError::unreadable_body(&r, "the transcript", StatusCode::BAD_REQUEST))?;
     let options = check_options(&state, &q)
         .map_err(|e| ApiError::bad_request(format!("query parameter {e}")))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);

@@ -141,16 +141,8 @@ pub async fn compaction(
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<StatusCode, ApiError> {
     // Over `max_body_bytes` is a problem+json 413 like every other body.
-    let body = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "the request body is larger than the server's limit (server.max_body_bytes)",
-            )
-        } else {
-            ApiError::bad_request(format!("cannot read the request body: {}", r.body_text()))
-        }
-    })?;
+    let body = body
+        .map_err(|r| ApiError::unreadable_body(&r, "the request body", StatusCode::BAD_REQUEST))?;
     // The body is optional: no body means the main agent, no run.
     let scope: ScopeInput = if body.iter().all(u8::is_ascii_whitespace) {
         ScopeInput::default()
