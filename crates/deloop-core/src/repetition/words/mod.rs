@@ -10,11 +10,14 @@
 //! text.
 
 mod ascii;
+mod flood;
 mod runs;
 pub(crate) mod sieve;
 #[cfg(test)]
 mod tests;
 mod verdict;
+
+pub(crate) use flood::FLOOD_TOKEN_MIN;
 
 use ascii::{hash_ascii, scan_ascii};
 
@@ -52,6 +55,8 @@ struct Tok {
     end: usize,
     prev_end: usize,
     connector: bool,
+    /// A line break lies between the token before and this one.
+    nl: bool,
     preview: [u8; PREVIEW],
     plen: u8,
     ptrunc: bool,
@@ -247,6 +252,13 @@ pub(crate) struct Words {
     max_exempt: usize,
     /// A fenced word loop on one line fires at this many bytes (0: never).
     code_line: usize,
+    /// A long token repeated back to back fires once its copies cover
+    /// this many bytes (`usize::MAX`: off; see `flood.rs`).
+    flood: usize,
+    /// The period-1 run the flood rule follows.
+    flood_run: flood::FloodRun,
+    /// A line break was read since the last finished token.
+    nl: bool,
     min_word_letters: u32,
     ring: Vec<Tok>,
     mask: usize,
@@ -349,6 +361,9 @@ impl Words {
             } else {
                 h.code_line_run_bytes
             },
+            flood: h.token_flood(),
+            flood_run: flood::FloodRun::default(),
+            nl: false,
             min_word_letters: h.min_word_letters.min(u32::MAX as usize) as u32,
             ring: vec![Tok::default(); RING_START.min(cap)],
             mask: RING_START.min(cap) - 1,
@@ -434,9 +449,12 @@ impl Words {
                 i += 1;
                 if self.build.active {
                     self.finalize(base + i - 1, lines);
+                    self.nl = c == b'\n';
                     if self.stop_now(stop) {
                         return Some(i);
                     }
+                } else {
+                    self.nl |= c == b'\n';
                 }
                 continue;
             }
@@ -492,6 +510,7 @@ impl Words {
                         },
                         lines,
                     );
+                    self.nl = b[i] == b'\n';
                     i += 1;
                     if self.stop_now(stop) {
                         return Some(i);
@@ -553,6 +572,7 @@ impl Words {
             if self.build.active {
                 self.finalize(pos, lines);
             }
+            self.nl |= c == '\n';
             return;
         }
         let cjk = self.split_cjk && is_cjk(c);
@@ -610,6 +630,7 @@ impl Words {
             if self.build.active {
                 self.finalize(pos, lines);
             }
+            self.nl |= c == b'\n';
             return;
         }
         let b = &mut self.build;

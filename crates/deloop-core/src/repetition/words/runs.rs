@@ -23,6 +23,7 @@ impl Words {
             end,
             prev_end: self.last_end,
             connector,
+            nl: std::mem::take(&mut self.nl),
             preview: t.preview,
             plen: t.plen,
             ptrunc: t.ptrunc,
@@ -64,6 +65,9 @@ impl Words {
         }
         if hot {
             self.cold_short(end, lines);
+        }
+        if m & 1 != 0 && self.flood != usize::MAX {
+            self.flood_token(end, lines);
         }
 
         // Long periods: extend the current candidate period, or adopt one
@@ -210,7 +214,7 @@ impl Words {
                 armed = true;
             }
         }
-        self.armed = armed;
+        self.armed = armed || self.flood_armed();
     }
 
     /// Would the token being read, if the text ended now, complete a loop?
@@ -256,6 +260,11 @@ impl Words {
                 }
             }
         }
+        if let Some(cand) = self.flood_partial(end, lines) {
+            if best.as_ref().is_none_or(|b| cand.better_than(b)) {
+                best = Some(cand);
+            }
+        }
         self.partial = best;
     }
 
@@ -287,7 +296,11 @@ impl Words {
                 }
             }
         }
+        let flood = self.flood_at_end(pos, lines);
         self.finish(pos, lines);
+        if let Some(cand) = flood {
+            self.offer(cand);
+        }
         if let Some(cand) = cut_off {
             self.offer(cand);
             return;
