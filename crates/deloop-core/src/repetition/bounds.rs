@@ -19,6 +19,8 @@ pub const MAX_COPIES: usize = 1000;
 pub const MAX_UNIT: usize = crate::repetition::substring::MAX_UNIT_LIMIT;
 /// Longest unit of the long-unit rule, in characters (`near.chain_max_unit`).
 pub const MAX_CHAIN_UNIT: usize = 64;
+/// Largest `healthy.token_flood_bytes`, in bytes.
+pub const MAX_FLOOD_BYTES: usize = 65536;
 /// Widest few-lines and few-codes windows (`near.line_window`,
 /// `near.token_window`): the size of the engine's rings.
 pub const MAX_WINDOW: usize = crate::repetition::near::TOKEN_WINDOW;
@@ -112,6 +114,16 @@ pub const BOUNDS: &[Bound] = &[
     bound("near.code_block_copies", 2, usize::MAX, "copies", |c| {
         c.near.code_block_copies
     }),
+    Bound {
+        zero_turns_off: true,
+        ..bound(
+            "healthy.token_flood_bytes",
+            1,
+            MAX_FLOOD_BYTES,
+            "bytes a flood of one token covers",
+            |c| c.healthy.token_flood_bytes,
+        )
+    },
     bound(
         "near.line_window",
         0,
@@ -271,6 +283,14 @@ mod tests {
         let mut c = ClampConfig::default();
         c.near.line_window = 17;
         assert_eq!(c.check_bounds().unwrap_err().key, "near.line_window");
+        let mut c = ClampConfig::default();
+        c.healthy.token_flood_bytes = 0;
+        c.check_bounds().expect("0 turns token floods off");
+        c.healthy.token_flood_bytes = MAX_FLOOD_BYTES + 1;
+        assert_eq!(
+            c.check_bounds().unwrap_err().key,
+            "healthy.token_flood_bytes"
+        );
         let mut c = ClampConfig::default();
         c.words.tail_last_copy_percent = 0;
         assert_eq!(

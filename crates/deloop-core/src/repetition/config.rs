@@ -221,6 +221,12 @@ pub struct HealthyConfig {
     /// leaders `. . .`, see docs/repetition.md) may reach this many
     /// characters before it counts as a flood (256).
     pub max_layout_chars: usize,
+    /// Outside code fences and table rows, one token of 13 bytes or more
+    /// (a URL, a path, an identifier, base64) repeated back to back, or a
+    /// unit without white space longer than `near.chain_max_unit`, fires
+    /// once its copies cover this many bytes (200; 0 turns it off): three
+    /// copies at least, the third of which may be its first 24 bytes.
+    pub token_flood_bytes: usize,
 }
 
 /// The seed's connector list: Spanish and English function words.
@@ -278,6 +284,19 @@ impl Default for HealthyConfig {
             code_line_run_bytes: 256,
             flood_chars: 100,
             max_layout_chars: 256,
+            token_flood_bytes: 200,
+        }
+    }
+}
+
+impl HealthyConfig {
+    /// `token_flood_bytes` as the rules read it: `usize::MAX` when the
+    /// rule is off (the protections off, or 0).
+    pub(crate) fn token_flood(&self) -> usize {
+        if self.enabled && self.token_flood_bytes > 0 {
+            self.token_flood_bytes
+        } else {
+            usize::MAX
         }
     }
 }

@@ -3,6 +3,25 @@
 
 use super::*;
 
+/// Longest unit of the flood form, in characters (two copies, the head
+/// of a third and the 17 characters the data test reads fit the ring).
+pub(crate) const CHAIN_FLOOD_MAX: usize = 200;
+/// Characters of the third copy the flood form needs (the word guard's
+/// preview of a token).
+pub(crate) const CHAIN_FLOOD_HEAD: usize = 24;
+
+/// The flood form's units for `cfg` and the flood threshold `flood`
+/// (`usize::MAX`: off): `lo..=hi`, empty when off.
+pub(crate) fn flood_units(cfg: &crate::repetition::NearConfig, flood: usize) -> (usize, usize) {
+    if flood == usize::MAX {
+        return (1, 0);
+    }
+    let hi = cfg
+        .chain_max_unit
+        .min(crate::repetition::bounds::MAX_CHAIN_UNIT);
+    (cfg.chain_min_unit.max(hi + 1), CHAIN_FLOOD_MAX)
+}
+
 impl Near {
     pub(super) fn chain_reset(&mut self) {
         self.chain_base += self.chain_len as u64;
@@ -27,6 +46,33 @@ impl Near {
             d.push(char::from_u32(self.chain_chars[t % CHAIN_RING].0).unwrap_or('\u{FFFD}'));
         }
         d.data_here()
+    }
+
+    /// The longest unit of the long-unit rule proper.
+    fn chain_hi(&self) -> usize {
+        self.cfg
+            .chain_max_unit
+            .min(crate::repetition::bounds::MAX_CHAIN_UNIT)
+    }
+
+    /// Units longer than the long-unit rule's that the flood form reads:
+    /// `lo..=hi` (empty when `healthy.token_flood_bytes` is off).
+    pub(crate) fn chain_flood_units(&self) -> (usize, usize) {
+        flood_units(&self.cfg, self.flood)
+    }
+
+    /// The flood form of the rule (a unit longer than `chain_max_unit`,
+    /// the word guard's token flood without white space): two whole
+    /// copies and [`CHAIN_FLOOD_HEAD`] characters of a third, covering
+    /// `healthy.token_flood_bytes` characters, outside fences and tables,
+    /// while the run and the 17 characters before it are in the ring (a
+    /// larger threshold waits for the other rules).
+    fn chain_flood(&self, d: usize) -> bool {
+        self.chain_run >= d + CHAIN_FLOOD_HEAD
+            && d + self.chain_run >= self.flood
+            && d + self.chain_run + 17 < CHAIN_RING
+            && !self.line.fence
+            && !self.line.table
     }
 
     /// Long units inside one run of non-white-space.
@@ -58,7 +104,12 @@ impl Near {
             let d = self.chain_d;
             if self.chain_chars[(k - d) % CHAIN_RING].0 == cu {
                 self.chain_run += 1;
-                if self.chain_run >= (self.cfg.chain_copies.max(2) - 1) * d {
+                let fire = if d <= self.chain_hi() {
+                    self.chain_run >= (self.cfg.chain_copies.max(2) - 1) * d
+                } else {
+                    self.chain_flood(d)
+                };
+                if fire {
                     let a = k + 1 - self.chain_run;
                     let s = a - d;
                     let unit: Vec<u32> = (k + 1 - d..=k)
@@ -94,18 +145,16 @@ impl Near {
             return;
         }
         let d = (here - at) as usize;
+        let (lo, hi) = self.chain_flood_units();
         if d < self.cfg.chain_min_unit
-            || d > self
-                .cfg
-                .chain_max_unit
-                .min(crate::repetition::bounds::MAX_CHAIN_UNIT)
+            || (d > self.chain_hi() && !(lo..=hi).contains(&d))
             || k < d + CHAIN_SHINGLE - 1
         {
             return;
         }
         // Verify the shingle and count the matches behind it.
         let mut run = 0;
-        while run < k - d + 1 && run < 3 * d && {
+        while run < k - d + 1 && run < 3 * d && run < CHAIN_RING - 1 - d && {
             let t = k - run;
             self.chain_chars[t % CHAIN_RING].0 == self.chain_chars[(t - d) % CHAIN_RING].0
         } {

@@ -87,6 +87,7 @@ mod fast;
 mod key;
 mod lists;
 mod long_unit;
+pub(crate) use long_unit::{flood_units, CHAIN_FLOOD_HEAD};
 mod sentences;
 pub(crate) mod sieve;
 #[cfg(test)]
@@ -304,6 +305,9 @@ pub(crate) struct Near {
     chain_base: u64,
     chain_d: usize,
     chain_run: usize,
+    /// `healthy.token_flood_bytes` (`usize::MAX`: off), for the long-unit
+    /// rule's flood form.
+    flood: usize,
     // Code blocks: ring of lines inside fences (key, start, end, word).
     code: Vec<(u64, usize, usize, bool)>,
     ncode: usize,
@@ -361,6 +365,7 @@ impl Near {
             chain_base: 0,
             chain_d: 0,
             chain_run: 0,
+            flood: config.healthy.token_flood(),
             code: vec![(0, 0, 0, false); LINE_RING],
             ncode: 0,
             code_runs: [0; LINE_W + 1],

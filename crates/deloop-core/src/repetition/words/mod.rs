@@ -11,11 +11,14 @@
 
 mod ascii;
 mod connectors;
+mod flood;
 mod runs;
 pub(crate) mod sieve;
 #[cfg(test)]
 mod tests;
 mod verdict;
+
+pub(crate) use flood::FLOOD_TOKEN_MIN;
 
 use ascii::{hash_ascii, scan_ascii};
 use connectors::Connectors;
@@ -54,6 +57,8 @@ struct Tok {
     end: usize,
     prev_end: usize,
     connector: bool,
+    /// A line break lies between the token before and this one.
+    nl: bool,
     preview: [u8; PREVIEW],
     plen: u8,
     ptrunc: bool,
@@ -242,6 +247,13 @@ pub(crate) struct Words {
     max_exempt: usize,
     /// A fenced word loop on one line fires at this many bytes (0: never).
     code_line: usize,
+    /// A long token repeated back to back fires once its copies cover
+    /// this many bytes (`usize::MAX`: off; see `flood.rs`).
+    flood: usize,
+    /// The period-1 run the flood rule follows.
+    flood_run: flood::FloodRun,
+    /// A line break was read since the last finished token.
+    nl: bool,
     min_word_letters: u32,
     ring: Vec<Tok>,
     mask: usize,
@@ -336,6 +348,9 @@ impl Words {
             } else {
                 h.code_line_run_bytes
             },
+            flood: h.token_flood(),
+            flood_run: flood::FloodRun::default(),
+            nl: false,
             min_word_letters: h.min_word_letters.min(u32::MAX as usize) as u32,
             ring: vec![Tok::default(); RING_START.min(cap)],
             mask: RING_START.min(cap) - 1,
@@ -421,9 +436,12 @@ impl Words {
                 i += 1;
                 if self.build.active {
                     self.finalize(base + i - 1, lines);
+                    self.nl = c == b'\n';
                     if self.stop_now(stop) {
                         return Some(i);
                     }
+                } else {
+                    self.nl |= c == b'\n';
                 }
                 continue;
             }
@@ -479,6 +497,7 @@ impl Words {
                         },
                         lines,
                     );
+                    self.nl = b[i] == b'\n';
                     i += 1;
                     if self.stop_now(stop) {
                         return Some(i);
@@ -540,6 +559,7 @@ impl Words {
             if self.build.active {
                 self.finalize(pos, lines);
             }
+            self.nl |= c == '\n';
             return;
         }
         let cjk = self.split_cjk && is_cjk(c);
@@ -597,6 +617,7 @@ impl Words {
             if self.build.active {
                 self.finalize(pos, lines);
             }
+            self.nl |= c == b'\n';
             return;
         }
         let b = &mut self.build;
@@ -619,63 +640,6 @@ impl Words {
             self.finalize(pos, lines);
         }
         self.partial = None;
-    }
-
-    /// Ends the text at `pos`: [`Words::finish`], then the tail rule.
-    /// A long run that reaches the end fires with `long_run_per_period -
-    /// 1` copies after the first and `tail_pct` percent of one more
-    /// (`long_need` at `tail_pct`). When the text stops inside a token
-    /// that breaks the run but is a prefix of the token it stands for
-    /// (compared on the first [`PREVIEW`] bytes, ASCII case folded), the
-    /// generation was cut off mid-word: the token counts as a match.
-    /// O(1): one run is looked at.
-    pub(crate) fn end_text(&mut self, pos: usize, lines: &mut LineCtx<'_>) {
-        let tail = self.long_max > 0 && self.tail_pct < self.long_pct;
-        let mut cut_off = None;
-        if tail && self.build.active {
-            if let Some(lr) = self.long {
-                let need = long_need(self.long_mult, self.tail_pct, lr.d);
-                let mut run = lr.run;
-                run.len += 1;
-                if !run.accepted
-                    && run.len >= need
-                    && self.j >= lr.d
-                    && self.tok(self.j - lr.d).key != self.build.key(self.ignore_punct)
-                    && self.build_is_prefix_of(self.j - lr.d)
-                    && self.accept_partial(run.start, lr.d, pos, lines)
-                {
-                    cut_off =
-                        Some(self.candidate(Detector::LongPeriod, lr.d, run, Some(&self.build)));
-                }
-            }
-        }
-        self.finish(pos, lines);
-        if let Some(cand) = cut_off {
-            self.offer(cand);
-            return;
-        }
-        if !tail {
-            return;
-        }
-        if let Some(lr) = self.long {
-            let need = long_need(self.long_mult, self.tail_pct, lr.d);
-            if !lr.run.accepted
-                && lr.run.len >= need
-                && self.accept(lr.run.start, lr.d, self.last_end, lines)
-            {
-                let cand = self.candidate(Detector::LongPeriod, lr.d, lr.run, None);
-                self.offer(cand);
-            }
-        }
-    }
-
-    /// The token being read is a prefix of token `t` (its first bytes,
-    /// ASCII case folded; a token longer than the preview never is).
-    fn build_is_prefix_of(&self, t: usize) -> bool {
-        let b = &self.build;
-        let k = self.tok(t);
-        let n = b.plen as usize;
-        !b.ptrunc && n <= k.plen as usize && b.preview[..n].eq_ignore_ascii_case(&k.preview[..n])
     }
 
     #[inline]

@@ -23,6 +23,7 @@ impl Words {
             end,
             prev_end: self.last_end,
             connector,
+            nl: std::mem::take(&mut self.nl),
             preview: t.preview,
             plen: t.plen,
             ptrunc: t.ptrunc,
@@ -64,6 +65,9 @@ impl Words {
         }
         if hot {
             self.cold_short(end, lines);
+        }
+        if m & 1 != 0 && self.flood != usize::MAX {
+            self.flood_token(end, lines);
         }
 
         // Long periods: extend the current candidate period, or adopt one
@@ -210,7 +214,7 @@ impl Words {
                 armed = true;
             }
         }
-        self.armed = armed;
+        self.armed = armed || self.flood_armed();
     }
 
     /// Would the token being read, if the text ended now, complete a loop?
@@ -256,6 +260,72 @@ impl Words {
                 }
             }
         }
+        if let Some(cand) = self.flood_partial(end, lines) {
+            if best.as_ref().is_none_or(|b| cand.better_than(b)) {
+                best = Some(cand);
+            }
+        }
         self.partial = best;
+    }
+
+    /// Ends the text at `pos`: [`Words::finish`], then the tail rule.
+    /// A long run that reaches the end fires with `long_run_per_period -
+    /// 1` copies after the first and `tail_pct` percent of one more
+    /// (`long_need` at `tail_pct`). When the text stops inside a token
+    /// that breaks the run but is a prefix of the token it stands for
+    /// (compared on the first [`PREVIEW`] bytes, ASCII case folded), the
+    /// generation was cut off mid-word: the token counts as a match.
+    /// O(1): one run is looked at.
+    pub(crate) fn end_text(&mut self, pos: usize, lines: &mut LineCtx<'_>) {
+        let tail = self.long_max > 0 && self.tail_pct < self.long_pct;
+        let mut cut_off = None;
+        if tail && self.build.active {
+            if let Some(lr) = self.long {
+                let need = long_need(self.long_mult, self.tail_pct, lr.d);
+                let mut run = lr.run;
+                run.len += 1;
+                if !run.accepted
+                    && run.len >= need
+                    && self.j >= lr.d
+                    && self.tok(self.j - lr.d).key != self.build.key(self.ignore_punct)
+                    && self.build_is_prefix_of(self.j - lr.d)
+                    && self.accept_partial(run.start, lr.d, pos, lines)
+                {
+                    cut_off =
+                        Some(self.candidate(Detector::LongPeriod, lr.d, run, Some(&self.build)));
+                }
+            }
+        }
+        let flood = self.flood_at_end(pos, lines);
+        self.finish(pos, lines);
+        if let Some(cand) = flood {
+            self.offer(cand);
+        }
+        if let Some(cand) = cut_off {
+            self.offer(cand);
+            return;
+        }
+        if !tail {
+            return;
+        }
+        if let Some(lr) = self.long {
+            let need = long_need(self.long_mult, self.tail_pct, lr.d);
+            if !lr.run.accepted
+                && lr.run.len >= need
+                && self.accept(lr.run.start, lr.d, self.last_end, lines)
+            {
+                let cand = self.candidate(Detector::LongPeriod, lr.d, lr.run, None);
+                self.offer(cand);
+            }
+        }
+    }
+
+    /// The token being read is a prefix of token `t` (its first bytes,
+    /// ASCII case folded; a token longer than the preview never is).
+    fn build_is_prefix_of(&self, t: usize) -> bool {
+        let b = &self.build;
+        let k = self.tok(t);
+        let n = b.plen as usize;
+        !b.ptrunc && n <= k.plen as usize && b.preview[..n].eq_ignore_ascii_case(&k.preview[..n])
     }
 }

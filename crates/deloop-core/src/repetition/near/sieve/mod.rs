@@ -207,6 +207,14 @@ impl Plan {
                     .saturating_mul(n.chain_min_unit.max(1)),
             )
         };
+        // The flood form of the long-unit rule: two copies of a unit of
+        // `lo` characters or more and the head of a third.
+        let (lo, hi) = crate::repetition::near::flood_units(n, config.healthy.token_flood());
+        let long_span = if lo <= hi {
+            long_span.min(CHAIN_START.max(2 * lo + crate::repetition::near::CHAIN_FLOOD_HEAD))
+        } else {
+            long_span
+        };
         Some(Plan {
             long_span,
             streak,

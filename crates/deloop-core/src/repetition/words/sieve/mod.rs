@@ -136,6 +136,9 @@ struct Fixed {
     shift: u32,
     lookback: usize,
     split_cjk: bool,
+    /// A token of this many bytes equal to the one before flags (the
+    /// flood rule, `words/flood.rs`; `usize::MAX`: off).
+    flood_min: usize,
 }
 
 /// The state that changes on every token (kept in registers while
@@ -225,6 +228,11 @@ impl Sieve {
                 shift: 64 - buckets.trailing_zeros(),
                 lookback,
                 split_cjk: config.words.split_cjk,
+                flood_min: if config.healthy.token_flood() != usize::MAX {
+                    crate::repetition::words::FLOOD_TOKEN_MIN
+                } else {
+                    usize::MAX
+                },
             },
             ring,
             buckets,
@@ -346,7 +354,7 @@ impl Sieve {
             };
             // `b[end]` is white space (or past the end): skip it.
             p = end + 1;
-            if hit::<WANT>(f, &mut h, t, key, start) {
+            if hit::<WANT>(f, &mut h, t, key, start, end - start) {
                 break Some(end);
             }
         };
@@ -358,8 +366,15 @@ impl Sieve {
 
 /// Takes a token and tells whether [`Sieve::run`] stops after it.
 #[inline(always)]
-fn hit<const WANT: u8>(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool {
-    let flag = token(f, h, t, key, start);
+fn hit<const WANT: u8>(
+    f: &Fixed,
+    h: &mut Hot,
+    t: &mut Tables,
+    key: u64,
+    start: usize,
+    len: usize,
+) -> bool {
+    let flag = token(f, h, t, key, start, len);
     if WANT == FLAG {
         flag
     } else {
@@ -409,15 +424,18 @@ fn ascii_key(tok: &[u8]) -> u64 {
     k.value()
 }
 
-/// Takes one token: its sieve key and where it starts. Returns whether
-/// it flags.
+/// Takes one token: its sieve key, where it starts and its length in
+/// bytes. Returns whether it flags: a streak of seen shingles, or a long
+/// token equal to the one before (a flood of one token can fire from its
+/// third copy on, before any shingle repeats).
 #[inline(always)]
-fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool {
+fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize, len: usize) -> bool {
     #[cfg(test)]
     t.trace.push((t.base + start, key));
     let j = h.j;
     h.j = j + 1;
     let mask = t.keys.len() - 1;
+    let flood = len >= f.flood_min && j > 0 && t.keys[(j - 1) & mask] == key;
     // The ring starts zeroed, so the key "8 tokens before" the first
     // ones is 0 and the hash holds only real keys.
     let old = t.keys[j.wrapping_sub(SHINGLE) & mask];
@@ -442,7 +460,7 @@ fn token(f: &Fixed, h: &mut Hot, t: &mut Tables, key: u64, start: usize) -> bool
     }
     t.starts[j & mask] = (t.base + start) << 1 | usize::from(seen);
     h.streak = if seen { h.streak + 1 } else { 0 };
-    h.streak >= f.streak_flag
+    h.streak >= f.streak_flag || flood
 }
 
 /// Reads the tokens of the span from `*i` to the next ASCII white space
@@ -470,7 +488,7 @@ fn general<const WANT: u8>(
         let cjk = f.split_cjk && is_cjk(c);
         if c.is_whitespace() || cjk {
             if let Some(start) = active.take() {
-                if hit::<WANT>(f, h, t, core.value(), start) {
+                if hit::<WANT>(f, h, t, core.value(), start, pos - start) {
                     *i = pos;
                     return Some(pos);
                 }
@@ -496,7 +514,7 @@ fn general<const WANT: u8>(
         if cjk {
             let start = active.take().unwrap_or(pos);
             let after = pos + c.len_utf8();
-            if hit::<WANT>(f, h, t, core.value(), start) {
+            if hit::<WANT>(f, h, t, core.value(), start, after - start) {
                 *i = after;
                 return Some(after);
             }
@@ -504,7 +522,7 @@ fn general<const WANT: u8>(
     }
     *i = end;
     if let Some(start) = active {
-        if hit::<WANT>(f, h, t, core.value(), start) {
+        if hit::<WANT>(f, h, t, core.value(), start, end - start) {
             return Some(end);
         }
     }

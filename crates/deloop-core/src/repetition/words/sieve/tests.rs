@@ -197,6 +197,43 @@ fn long_tails_sieve_like_the_exact_scan() {
     assert!(fired > 500, "{fired}");
 }
 
+/// Floods of one long token (`words/flood.rs`) fire from the third
+/// copy, before any shingle repeats: every token length around the rule's
+/// shortest, 1 to 5 copies, spelling variants, and a last copy cut off
+/// anywhere (the text's end): the sieved scan equals the exact one.
+#[test]
+fn token_floods_sieve_like_the_exact_scan() {
+    let filler: String = (0..300).map(|i| format!("f{i} ")).collect();
+    let base = "https://example.com/Path/to/a/resource/that/goes/on/for/a/while/and/more/";
+    let mut fired = 0;
+    let mut off = ClampConfig::default();
+    off.healthy.token_flood_bytes = 0;
+    for config in [ClampConfig::default(), off] {
+        for len in [11, 12, 13, 14, 23, 24, 25, 40, 70] {
+            let token = &base[..len];
+            for sep in [" ", "\n", ", "] {
+                for times in 1..6 {
+                    let copies: Vec<String> = (0..times)
+                        .map(|k| match k % 3 {
+                            0 => token.to_string(),
+                            1 => token.to_uppercase(),
+                            _ => format!("{token}."),
+                        })
+                        .collect();
+                    let flood = copies.join(sep);
+                    for cut in [0, 1, 12, 23, 24, 25, len - 1] {
+                        let text = format!("{filler}{flood}{sep}{}", &token[..cut.min(len)]);
+                        let got = sieved(&text, &config);
+                        assert_eq!(got, plain(&text, &config), "{len} {sep:?} {times} {cut}");
+                        fired += usize::from(got.is_some());
+                    }
+                }
+            }
+        }
+    }
+    assert!(fired > 50, "{fired}");
+}
+
 /// The tokens as the exact detector reads them: split at Unicode
 /// white space, CJK characters alone (with `split_cjk`); with the
 /// string its key hashes (the case fold, trailing punctuation
