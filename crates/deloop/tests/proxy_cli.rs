@@ -1,6 +1,10 @@
 //! `deloop proxy` end to end: the binary started by the test in front of a
 //! tiny upstream on 127.0.0.1 that streams a loop; startup failures and
-//! their exit codes; graceful shutdown on SIGTERM.
+//! their exit codes; graceful shutdown on SIGTERM; and the binary in front
+//! of a real llama-server serving SmolLM2-135M (skipped with one line when
+//! llama-server or the model is missing, a failure with `CI=true`).
+
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -250,4 +254,129 @@ fn startup_failures_use_the_exit_code_table() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--listen"), "{err}");
+}
+
+/// The recorded prompt of `testdata/real-model` whose greedy SmolLM2
+/// generation loops soonest ("La Casa de la Casa …"), and that generation.
+fn recorded_loop(id: &str) -> (String, String) {
+    let rows = |name: &str| -> Vec<serde_json::Value> {
+        let path = deloop_testdata::workspace_root()
+            .join("testdata/real-model")
+            .join(name);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let generation = rows("generations.jsonl")
+        .into_iter()
+        .find(|r| r["id"] == id)
+        .unwrap();
+    let prompt = rows("prompts.jsonl")
+        .into_iter()
+        .find(|p| p["id"] == generation["prompt_id"])
+        .unwrap();
+    (
+        prompt["prompt"].as_str().unwrap().to_string(),
+        generation["text"].as_str().unwrap().to_string(),
+    )
+}
+
+/// A counter of llama-server's `/metrics` (`llamacpp:NAME`).
+fn llama_counter(server: &deloop_testdata::llama::LlamaServer, name: &str) -> f64 {
+    let (status, metrics) = server.get("/metrics").unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    let key = format!("llamacpp:{name} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /metrics"))
+}
+
+/// The `deloop proxy` binary in front of a real llama-server (issue 24 §3;
+/// the in-process proxy's suite is `deloop-proxy/tests/real_server.rs`):
+/// SmolLM2-135M's greedy loop is cut, the client gets what the model wrote
+/// up to the cut, the guard's marker and a well-formed ending, and
+/// llama-server stops generating before `max_tokens` because the proxy
+/// closed its stream.
+#[test]
+fn the_proxy_binary_cuts_llama_servers_loop_and_the_server_stops() {
+    use deloop_testdata::llama::{self, Model, Options};
+    const MAX_TOKENS: u64 = 400;
+    let options = Options {
+        ctx_size: 2048,
+        slots: 1,
+        threads: Some(1),
+        extra_args: Vec::new(),
+    };
+    let Some(server) = llama::start_with(Model::SmolLm2, &options, "deloop proxy_cli real server")
+    else {
+        return;
+    };
+    let (prompt, recorded) = recorded_loop("smollm2/es-json-02");
+    let proxy = start(&format!("{}/v1", server.base_url()), &[]);
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": MAX_TOKENS, "temperature": 0, "top_k": 1, "seed": 0,
+        "cache_prompt": false, "stream": true,
+    });
+    let before = llama_counter(&server, "tokens_predicted_total");
+    let (status, head, sse) = common::http_with_head(
+        "POST",
+        &format!("{}/v1/chat/completions", proxy.url),
+        Some(body.to_string().as_bytes()),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{head}{sse}");
+    assert!(head.contains("x-deloop-request-id"), "{head}");
+    // The text of the stream: what the model wrote, then the marker.
+    let mut text = String::new();
+    let mut last = serde_json::Value::Null;
+    for data in sse.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if data == "[DONE]" {
+            continue;
+        }
+        let event: serde_json::Value =
+            serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"));
+        if let Some(piece) = event["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(piece);
+        }
+        last = event;
+    }
+    assert!(sse.contains("data: [DONE]"), "{sse}");
+    assert!(last["choices"][0]["finish_reason"].is_string(), "{last}");
+    assert!(last["deloop"].is_object(), "{last}");
+    let marker = deloop_core::repetition::ClampConfig::default().words.marker;
+    let kept = text
+        .strip_suffix(marker.as_str())
+        .or_else(|| text.strip_suffix(marker.trim_start()))
+        .unwrap_or_else(|| panic!("no marker at the end: {text:?}"));
+    assert!(
+        recorded.starts_with(kept) && kept.len() < recorded.len() / 2,
+        "not a prefix of the recorded loop, or not cut: {kept:?}"
+    );
+    // llama-server ends the generation when it sees the closed stream; the
+    // recorded generation runs to max_tokens, so fewer means it stopped at
+    // the cut (the deadline only bounds a failure).
+    let idle = (0..1200).any(|_| {
+        let (_, slots) = server.get("/slots").unwrap();
+        let slots: serde_json::Value = serde_json::from_str(&slots).unwrap();
+        let busy = slots
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["is_processing"] == true));
+        if !busy {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        false
+    });
+    assert!(idle, "llama-server still generating 120 s after the cut");
+    let predicted = llama_counter(&server, "tokens_predicted_total") - before;
+    assert!(
+        predicted >= 1.0 && predicted < MAX_TOKENS as f64,
+        "llama-server predicted {predicted} of max_tokens {MAX_TOKENS}: it did not stop at the cut"
+    );
 }
