@@ -15,7 +15,7 @@
 use std::io::BufRead;
 use std::time::Instant;
 
-use deloop_index::LocalEmbedder;
+use deloop_index::SharedEmbedder;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut corpus = None;
@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
         texts.push(format!("{}\n\n{}", field("title"), field("text")));
     }
-    let model: LocalEmbedder = match embedder.as_str() {
+    let model: SharedEmbedder = match embedder.as_str() {
         "minilm" => Box::new(deloop_index::MiniLm::from_env()?),
         "minilm-onnx" => Box::new(deloop_index::load_onnx(None, None)?),
         other => return Err(format!("unknown embedder {other}").into()),

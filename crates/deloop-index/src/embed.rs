@@ -347,8 +347,8 @@ pub fn cache_dir() -> Option<PathBuf> {
         .map(|home| PathBuf::from(home).join(".cache/deloop"))
 }
 
-/// A local embedder that may be shared between threads.
-pub type LocalEmbedder = Box<dyn Embedder + Send + Sync>;
+/// An embedder (local or remote) that may be shared between threads.
+pub type SharedEmbedder = Box<dyn Embedder + Send + Sync>;
 
 /// Loads the local embedder whose vectors carry `id`: [`MiniLm`] (candle)
 /// for [`MiniLm::ID`], [`crate::MiniLmOnnx`] for ids starting with
@@ -359,18 +359,18 @@ pub fn local_embedder_for_id(
     id: &str,
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
-) -> Option<Result<LocalEmbedder, EmbedError>> {
+) -> Option<Result<SharedEmbedder, EmbedError>> {
     if id == MiniLm::ID {
         return Some(
             fetch_minilm_dir(minilm_dir)
                 .and_then(|d| MiniLm::load(&d))
-                .map(|m| Box::new(m) as LocalEmbedder),
+                .map(|m| Box::new(m) as SharedEmbedder),
         );
     }
     if id.starts_with(crate::MiniLmOnnx::ID_PREFIX) {
         return Some(load_onnx(minilm_dir, onnx_dir).and_then(|m| {
             if m.id() == id {
-                Ok(Box::new(m) as LocalEmbedder)
+                Ok(Box::new(m) as SharedEmbedder)
             } else {
                 Err(EmbedError::Unavailable(format!(
                     "the index was built with `{id}` but the installed ONNX model is `{}`: \
@@ -392,7 +392,7 @@ pub fn local_embedder_for_id(
 pub fn auto_local_embedder(
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
-) -> Result<LocalEmbedder, EmbedError> {
+) -> Result<SharedEmbedder, EmbedError> {
     match load_onnx(minilm_dir, onnx_dir) {
         Ok(m) => return Ok(Box::new(m)),
         Err(e) => {
@@ -401,7 +401,7 @@ pub fn auto_local_embedder(
     }
     fetch_minilm_dir(minilm_dir)
         .and_then(|d| MiniLm::load(&d))
-        .map(|m| Box::new(m) as LocalEmbedder)
+        .map(|m| Box::new(m) as SharedEmbedder)
 }
 
 /// Loads [`crate::MiniLmOnnx`] from the directories found (or fetched) by

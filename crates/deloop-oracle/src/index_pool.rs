@@ -11,18 +11,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use deloop_config::{Config, ConfigError};
+use deloop_config::Config;
 use deloop_index::{Embedder, Index};
 
-use crate::remote_embedder::RemoteEmbedder;
-use crate::settings::{Settings, EMBEDDERS};
+use crate::embedders::{for_new_index, query_embedder, QueryEmbedder};
+use crate::settings::Settings;
 use crate::OracleError;
 
 /// Idle connections kept for reuse (more may be open while busy).
 pub(crate) const MAX_IDLE: usize = 8;
-
-/// An embedder shared by concurrent asks.
-pub(crate) type SharedEmbedder = Box<dyn Embedder + Send + Sync>;
 
 /// The pool of connections to one index file.
 pub(crate) struct IndexPool {
@@ -66,131 +63,6 @@ impl IndexPool {
             idle.push(index);
         }
         Ok(out)
-    }
-}
-
-/// The query embedder matching the index's vectors, or why there is none
-/// (retrieval then falls back to lexical and reports the reason).
-#[derive(Default)]
-pub struct QueryEmbedder {
-    /// The embedder, when one matches the index's vectors.
-    pub embedder: Option<SharedEmbedder>,
-    /// Why there is none, when the index has vectors.
-    pub problem: Option<String>,
-}
-
-impl std::fmt::Debug for QueryEmbedder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueryEmbedder")
-            .field(
-                "embedder",
-                &self.embedder.as_ref().map(|e| e.id().to_owned()),
-            )
-            .field("problem", &self.problem)
-            .finish()
-    }
-}
-
-fn minilm(dir: Option<&Path>) -> Result<deloop_index::MiniLm, deloop_index::EmbedError> {
-    deloop_index::MiniLm::load(&deloop_index::fetch_minilm_dir(dir)?)
-}
-
-/// The embedder named by `[index] embedder` for building the default
-/// index, or why there is none (`auto` without model files): lexical only.
-fn build_embedder(
-    config: &Config,
-    settings: &Settings,
-) -> Result<Result<SharedEmbedder, String>, OracleError> {
-    let name = settings.embedder.as_str();
-    match name {
-        "none" => Ok(Err("the embedder is `none`".into())),
-        "auto" => match deloop_index::auto_local_embedder(settings.minilm_dir.as_deref(), None) {
-            Ok(m) => Ok(Ok(m)),
-            Err(e) => {
-                tracing::info!(error = %e, "no local embedder; lexical only");
-                Ok(Err(e.to_string()))
-            }
-        },
-        "minilm" => Ok(Ok(Box::new(
-            minilm(settings.minilm_dir.as_deref())
-                .map_err(|e| OracleError::Embedder(e.to_string()))?,
-        ))),
-        "minilm-onnx" => Ok(Ok(Box::new(
-            deloop_index::load_onnx(settings.minilm_dir.as_deref(), None)
-                .map_err(|e| OracleError::Embedder(e.to_string()))?,
-        ))),
-        "gemini" | "openai" => {
-            let client = deloop_llm::EmbeddingClient::from_config(&config.llm)
-                .map_err(|e| OracleError::Embedder(e.to_string()))?
-                .ok_or_else(|| {
-                    ConfigError::invalid(
-                        "embedder",
-                        name,
-                        "usable without an LLM provider: configure one (docs/llm.md) \
-                         or choose minilm or none",
-                    )
-                })?;
-            Ok(Ok(Box::new(
-                RemoteEmbedder::new(client, None)
-                    .map_err(|e| OracleError::Embedder(e.to_string()))?,
-            )))
-        }
-        other => Err(ConfigError::invalid("embedder", other, EMBEDDERS).into()),
-    }
-}
-
-/// The query embedder matching the embedder recorded in `index`.
-pub(crate) fn query_embedder(
-    config: &Config,
-    index: &Index,
-    onnx_dir: Option<&Path>,
-) -> QueryEmbedder {
-    let problem = |p: String| QueryEmbedder {
-        embedder: None,
-        problem: Some(p),
-    };
-    let info = match index.embedder_info() {
-        Ok(Some(info)) if !info.is_none() => info,
-        Ok(_) => return QueryEmbedder::default(),
-        Err(e) => return problem(format!("cannot read the index's embedder: {e}")),
-    };
-    if let Some(loaded) =
-        deloop_index::local_embedder_for_id(&info.id, config.index.minilm_dir.as_deref(), onnx_dir)
-    {
-        return match loaded {
-            Ok(m) => QueryEmbedder {
-                embedder: Some(m),
-                problem: None,
-            },
-            Err(e) => problem(format!(
-                "the index's embedder {} is not available: {e}",
-                info.id
-            )),
-        };
-    }
-    let client = match deloop_llm::EmbeddingClient::from_config(&config.llm) {
-        Ok(Some(c)) if c.id() == info.id => c,
-        Ok(Some(c)) => {
-            return problem(format!(
-                "the index's vectors are from {}, the configured embedder is {}",
-                info.id,
-                c.id()
-            ))
-        }
-        Ok(None) => {
-            return problem(format!(
-                "the index's embedder {} needs an LLM provider configured",
-                info.id
-            ))
-        }
-        Err(e) => return problem(e.to_string()),
-    };
-    match RemoteEmbedder::new(client, Some(info.dim)) {
-        Ok(e) => QueryEmbedder {
-            embedder: Some(Box::new(e)),
-            problem: None,
-        },
-        Err(e) => problem(e.to_string()),
     }
 }
 
@@ -323,7 +195,12 @@ pub(crate) fn open_index(
     if explicit {
         return Err(OracleError::NoIndex { path: db });
     }
-    let (embedder, why_none) = match build_embedder(config, settings)? {
+    let (embedder, why_none) = match for_new_index(
+        config,
+        &settings.embedder,
+        settings.minilm_dir.as_deref(),
+        None,
+    )? {
         Ok(e) => (Some(e), None),
         Err(why) => (None, Some(why)),
     };

@@ -8,14 +8,12 @@
 //! queries against one index (`deloop search`): HyDE's passage on a
 //! runtime of its own ([`BlockingHyde`]), then [`search_index`].
 
-use std::path::Path;
-
 use deloop_config::Config;
 use deloop_index::{Embedder, Index, Retrieval, SearchOutcome};
 use deloop_llm::LlmClient;
 
+pub use crate::embedders::{query_embedder, QueryEmbedder};
 use crate::hyde::{run_hyde, HydeOutcome, HydeParams};
-pub use crate::index_pool::QueryEmbedder;
 use crate::retrieve::{search_request, HydeJoin, IndexCache};
 
 /// What to search for, and how.
@@ -33,13 +31,6 @@ pub struct SearchQuery<'a> {
     pub k: usize,
     /// The reciprocal-rank-fusion constant of hybrid search.
     pub rrf_k: f32,
-}
-
-/// The query embedder for `index`'s vectors: a local model found under
-/// `[index] minilm_dir` / `onnx_dir` (else their defaults), or the
-/// configured remote embedder; otherwise why there is none.
-pub fn query_embedder(config: &Config, index: &Index, onnx_dir: Option<&Path>) -> QueryEmbedder {
-    crate::index_pool::query_embedder(config, index, onnx_dir)
 }
 
 /// Searches `index`. Without a usable query vector the index falls back to

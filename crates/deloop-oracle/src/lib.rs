@@ -23,12 +23,14 @@
 //! * [`retrieve`] — retrieval over a deloop index, HyDE included;
 //! * [`glossary`] — Spanish questions rendered in English for retrieval;
 //! * [`embedded`] — deloop's own docs, the corpus of the default index;
+//! * [`embedders`] — which embedder fills an index and embeds its queries;
 //! * [`remote_embedder`] — remote embeddings behind the index's sync trait.
 #![deny(missing_docs)]
 
 pub mod ask;
 pub mod citations;
 pub mod embedded;
+pub mod embedders;
 pub mod extractive;
 pub mod glossary;
 pub mod hyde;

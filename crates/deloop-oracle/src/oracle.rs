@@ -12,9 +12,10 @@ use deloop_llm::LlmClient;
 use tokio::sync::mpsc::Sender;
 
 use crate::ask::{AskEvent, AskOutcome, AskRequest};
+use crate::embedders::{query_embedder, QueryEmbedder};
 use crate::hyde::PassageCache;
 use crate::hyde::{hyde_passage, HydeOutcome};
-use crate::index_pool::{open_index, query_embedder, IndexPool, QueryEmbedder};
+use crate::index_pool::{open_index, IndexPool};
 use crate::language::{detect_language, Language};
 use crate::retrieve::IndexCache;
 use crate::settings::{check_k, Settings};

@@ -41,3 +41,13 @@ impl From<Exit> for ExitCode {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
+
+/// An oracle error for the CLI: what the user must fix (the configuration,
+/// the request) exits 2, a runtime failure 1.
+pub fn oracle_error(e: deloop_oracle::OracleError) -> anyhow::Error {
+    if e.is_usage() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}

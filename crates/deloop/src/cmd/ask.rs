@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use deloop_config::Config;
-use deloop_oracle::{AskRequest, AskStatus, OpenOptions, Oracle, OracleError};
+use deloop_oracle::{AskRequest, AskStatus, OpenOptions, Oracle};
 
 use crate::exit::{BadInput, Exit};
 
@@ -60,15 +60,6 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
-}
-
-/// An oracle error for the CLI: what the user must fix exits 2.
-fn cli_error(e: OracleError) -> anyhow::Error {
-    if e.is_usage() {
-        BadInput(e.to_string()).into()
-    } else {
-        e.into()
-    }
 }
 
 fn read_question(arg: &str) -> anyhow::Result<String> {
@@ -126,10 +117,10 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
             ..OpenOptions::default()
         },
     )
-    .map_err(cli_error)?;
+    .map_err(crate::exit::oracle_error)?;
     let outcome = runtime()?
         .block_on(oracle.ask(AskRequest::new(question)))
-        .map_err(cli_error)?;
+        .map_err(crate::exit::oracle_error)?;
     let mut report = outcome.report;
     report.notes = oracle.notes().to_vec();
     if args.json {

@@ -5,10 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use deloop_index::{
-    fetch_minilm_dir, load_onnx, local_embedder_for_id, EmbedError, Embedder, Index, IndexOptions,
-    LocalEmbedder, MiniLm, Stemmer,
-};
+use deloop_index::{Embedder, Index, IndexOptions, SharedEmbedder, Stemmer};
+use deloop_oracle::embedders;
 
 use crate::exit::{BadInput, Exit};
 use crate::render::search::{index_stats, IndexProgress};
@@ -34,10 +32,13 @@ pub struct Args {
     pub format: String,
     /// Embedder for the vectors: `auto` (the index's own; for a new index
     /// `minilm-onnx` when it can be had, else `minilm`, else none),
-    /// `minilm` (candle, f32), `minilm-onnx` (ONNX Runtime) or `none`
-    /// (lexical only). Missing model files are fetched into the cache.
+    /// `minilm` (candle, f32), `minilm-onnx` (ONNX Runtime), `gemini` or
+    /// `openai` (the remote embeddings of the configured LLM provider,
+    /// docs/llm.md: `embedding_model`, `GEMINI_API_KEY`, `OPENAI_BASE_URL`,
+    /// `OPENAI_API_KEY`) or `none` (lexical only). Missing model files are
+    /// fetched into the cache.
     #[arg(long, default_value = "auto", env = "DELOOP_EMBEDDER",
-          value_parser = ["auto", "minilm", "minilm-onnx", "none"])]
+          value_parser = ["auto", "minilm", "minilm-onnx", "gemini", "openai", "none"])]
     pub embedder: String,
     /// Directory with the MiniLM files (model.safetensors, config.json,
     /// tokenizer.json); default: deloop's cache, ~/.cache/deloop/models,
@@ -80,30 +81,27 @@ pub(crate) fn db_location(flag: Option<&Path>) -> anyhow::Result<(PathBuf, Durat
     Ok((config.db_path(flag).path, config.index.db_timeout()?))
 }
 
-/// Loads the local MiniLM model from `dir`, else from where
-/// [`fetch_minilm_dir`] finds (or fetches) it.
-pub(crate) fn load_minilm(dir: Option<&Path>) -> Result<MiniLm, EmbedError> {
-    MiniLm::load(&fetch_minilm_dir(dir)?)
-}
-
-/// The embedder `auto` picks for a new index
-/// ([`deloop_index::auto_local_embedder`]), else none, with a warning that
-/// says how to get the model files.
-fn auto_embedder(
-    minilm_dir: Option<&Path>,
+/// The embedder `name` asks for a new index ([`embedders::for_new_index`]),
+/// or none (lexical only) with a warning that says why and how to get the
+/// model files.
+fn new_index_embedder(
+    config: &deloop_config::Config,
+    name: &str,
     onnx_dir: Option<&Path>,
     quiet: bool,
-) -> Option<LocalEmbedder> {
-    match deloop_index::auto_local_embedder(minilm_dir, onnx_dir) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            if !quiet {
+) -> anyhow::Result<Option<SharedEmbedder>> {
+    match embedders::for_new_index(config, name, None, onnx_dir)
+        .map_err(crate::exit::oracle_error)?
+    {
+        Ok(m) => Ok(Some(m)),
+        Err(why) => {
+            if !quiet && name != "none" {
                 eprintln!(
-                    "deloop: warning: {e}\ndeloop: indexing without vectors \
+                    "deloop: warning: {why}\ndeloop: indexing without vectors \
                      (lexical search only)"
                 );
             }
-            None
+            Ok(None)
         }
     }
 }
@@ -131,28 +129,26 @@ pub fn run(args: Args) -> anyhow::Result<Exit> {
     let recorded = index
         .embedder_info()?
         .filter(|_| index.summary().is_ok_and(|s| s.chunks > 0));
-    let minilm_dir = args.minilm_dir.as_deref();
+    let mut config = deloop_config::Config::load(None)?;
+    if let Some(dir) = &args.minilm_dir {
+        config.index.minilm_dir = Some(dir.clone());
+    }
     let onnx_dir = args.onnx_dir.as_deref();
-    let embedder: Option<LocalEmbedder> = match args.embedder.as_str() {
-        "none" => None,
-        "minilm" => Some(Box::new(load_minilm(minilm_dir)?)),
-        "minilm-onnx" => Some(Box::new(load_onnx(minilm_dir, onnx_dir)?)),
-        _ => match recorded {
-            Some(info) if info.is_none() => None,
-            Some(info) => match local_embedder_for_id(&info.id, minilm_dir, onnx_dir) {
-                Some(loaded) => Some(loaded?),
-                None => {
-                    return Err(BadInput(format!(
-                        "{} was built with embedder `{}`, which `deloop index` cannot run; \
-                         rebuild it with --reindex (and --embedder minilm-onnx, minilm or none)",
-                        index.location(),
-                        info.id
-                    ))
-                    .into())
-                }
-            },
-            None => auto_embedder(minilm_dir, onnx_dir, args.quiet),
-        },
+    let embedder: Option<SharedEmbedder> = match (args.embedder.as_str(), recorded) {
+        ("auto", Some(info)) if info.is_none() => None,
+        // An index keeps the embedder it was built with.
+        ("auto", Some(info)) => Some(
+            embedders::for_recorded(&config, &info.id, info.dim, onnx_dir).map_err(|why| {
+                BadInput(format!(
+                    "{} was built with embedder `{}`: {why}; fix that, or rebuild the \
+                     index with --reindex (and --embedder minilm-onnx, minilm, gemini, \
+                     openai or none)",
+                    index.location(),
+                    info.id
+                ))
+            })?,
+        ),
+        (name, _) => new_index_embedder(&config, name, onnx_dir, args.quiet)?,
     };
     let embedder_ref = embedder.as_deref().map(|m| m as &dyn Embedder);
 
