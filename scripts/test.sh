@@ -13,6 +13,11 @@ fi
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The binary without its default features (no local embedders, PostgreSQL
+# or Valkey/Redis; README "Building"): its lints and its own end-to-end
+# test. Only the crates whose features change are built again.
+cargo clippy -p deloop --no-default-features --all-targets --locked -- -D warnings
+cargo test -p deloop --no-default-features --locked --test slim_build
 # The Python and Node packages, built on the workspace's build, and their
 # own suites (pytest, node --test).
 bash scripts/test-bindings.sh

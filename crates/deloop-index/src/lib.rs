@@ -26,26 +26,30 @@ pub mod chunk;
 pub mod embed;
 pub mod fetch;
 mod ingest;
+#[cfg(feature = "postgres")]
 mod lexer;
 pub mod onnx;
 mod search;
 mod stopwords;
 mod store;
 
-pub use backend::postgres::DEFAULT_DB_TIMEOUT;
-pub use backend::{display_location, is_database_url, unsupported_location};
+pub use backend::{display_location, is_database_url, unsupported_location, DEFAULT_DB_TIMEOUT};
 pub use chunk::{Chunk, ChunkConfig};
 pub use embed::{
-    auto_local_embedder, cache_dir, cosine, fetch_minilm_dir, find_minilm_dir, load_onnx,
-    local_embedder_for_id, minilm_dir, EmbedError, Embedder, MiniLm, SharedEmbedder,
-    MINILM_DIR_ENV, MINILM_FILES,
+    auto_local_embedder, cache_dir, cosine, fetch_minilm_dir, find_minilm_dir, load_minilm,
+    load_minilm_onnx, local_embedder_for_id, minilm_dir, EmbedError, Embedder, SharedEmbedder,
+    MINILM_DIR_ENV, MINILM_FILES, MINILM_ID, MINILM_ONNX_ID_PREFIX,
 };
+#[cfg(feature = "local-embedders")]
+pub use embed::{load_onnx, MiniLm};
 pub use fetch::{
     set_fetch_progress, FetchError, FetchProgress, FetchSettings, PinnedFiles, PinnedWheel,
     MODEL_BASE_URL_ENV, MODEL_FETCH_ENV,
 };
 pub use ingest::{IndexStats, Progress};
-pub use onnx::{fetch_onnx_dir, find_onnx_dir, onnx_dir, onnx_files, MiniLmOnnx, ONNX_DIR_ENV};
+#[cfg(feature = "local-embedders")]
+pub use onnx::MiniLmOnnx;
+pub use onnx::{fetch_onnx_dir, find_onnx_dir, onnx_dir, onnx_files, ONNX_DIR_ENV};
 pub use search::{
     fts_query, passage_agreement, reciprocal_rank_fusion, weighted_reciprocal_rank_fusion,
     ChunkMatch, PassageRanking, Retrieval, SearchOutcome, SearchRequest, AGREEMENT_DEPTH,

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backend::postgres::{PostgresBackend, DEFAULT_DB_TIMEOUT};
 use crate::backend::sqlite::SqliteBackend;
-use crate::backend::{is_database_url, Backend};
+use crate::backend::{is_database_url, Backend, DEFAULT_DB_TIMEOUT};
 use crate::chunk::ChunkConfig;
 use crate::{Error, Result};
 
@@ -120,9 +119,8 @@ impl Index {
             return Err(Error::BadInput(problem));
         }
         if is_database_url(path) {
-            let (backend, options) =
-                PostgresBackend::open(&path.to_string_lossy(), None, db_timeout)?;
-            return Ok(Self::with_backend(Box::new(backend), options, path));
+            let (backend, options) = open_database(path, None, db_timeout)?;
+            return Ok(Self::with_backend(backend, options, path));
         }
         if !path.is_file() {
             return Err(Error::NoIndex {
@@ -148,9 +146,8 @@ impl Index {
             return Err(Error::BadInput(problem));
         }
         if is_database_url(path) {
-            let (backend, options) =
-                PostgresBackend::open(&path.to_string_lossy(), Some(options), db_timeout)?;
-            return Ok(Self::with_backend(Box::new(backend), options, path));
+            let (backend, options) = open_database(path, Some(options), db_timeout)?;
+            return Ok(Self::with_backend(backend, options, path));
         }
         let (backend, options) = SqliteBackend::open(Some(path), options)?;
         Ok(Self::with_backend(Box::new(backend), options, path))
@@ -183,7 +180,7 @@ impl Index {
     /// [`Index::open_existing_within`].
     pub fn remove_within(path: &Path, db_timeout: Duration) -> Result<()> {
         if is_database_url(path) {
-            return PostgresBackend::remove(&path.to_string_lossy(), db_timeout);
+            return remove_database(path, db_timeout);
         }
         for suffix in ["", "-wal", "-shm"] {
             let mut p = path.as_os_str().to_owned();
@@ -311,6 +308,50 @@ pub(crate) fn recorded_options(
             overlap_bytes: num("chunk_overlap_bytes", dflt.overlap_bytes)?,
         },
     })
+}
+
+/// The PostgreSQL backend at `url` (`options` when its tables are made).
+#[cfg(feature = "postgres")]
+fn open_database(
+    url: &Path,
+    options: Option<IndexOptions>,
+    db_timeout: Duration,
+) -> Result<(Box<dyn Backend>, IndexOptions)> {
+    use crate::backend::postgres::PostgresBackend;
+    let (backend, options) = PostgresBackend::open(&url.to_string_lossy(), options, db_timeout)?;
+    Ok((Box::new(backend), options))
+}
+
+/// Deletes deloop's tables in the database at `url`.
+#[cfg(feature = "postgres")]
+fn remove_database(url: &Path, db_timeout: Duration) -> Result<()> {
+    crate::backend::postgres::PostgresBackend::remove(&url.to_string_lossy(), db_timeout)
+}
+
+/// A build without PostgreSQL support refuses database URLs, naming the
+/// feature (and the URL without its password).
+#[cfg(not(feature = "postgres"))]
+fn no_postgres(url: &Path) -> Error {
+    Error::BadInput(format!(
+        "{}: this deloop was built without PostgreSQL support (the cargo feature \
+         `postgres`, on by default): rebuild it with default features, or give an SQLite \
+         file path",
+        crate::display_location(url)
+    ))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_database(
+    url: &Path,
+    _options: Option<IndexOptions>,
+    _db_timeout: Duration,
+) -> Result<(Box<dyn Backend>, IndexOptions)> {
+    Err(no_postgres(url))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn remove_database(url: &Path, _db_timeout: Duration) -> Result<()> {
+    Err(no_postgres(url))
 }
 
 #[cfg(test)]

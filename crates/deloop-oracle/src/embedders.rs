@@ -68,14 +68,8 @@ pub fn for_new_index(
                 Ok(Err(e.to_string()))
             }
         },
-        "minilm" => loaded(
-            deloop_index::fetch_minilm_dir(minilm_dir)
-                .and_then(|d| deloop_index::MiniLm::load(&d))
-                .map(|m| Box::new(m) as SharedEmbedder),
-        ),
-        "minilm-onnx" => loaded(
-            deloop_index::load_onnx(minilm_dir, onnx_dir).map(|m| Box::new(m) as SharedEmbedder),
-        ),
+        "minilm" => loaded(deloop_index::load_minilm(minilm_dir)),
+        "minilm-onnx" => loaded(deloop_index::load_minilm_onnx(minilm_dir, onnx_dir)),
         "gemini" | "openai" => {
             let client = deloop_llm::EmbeddingClient::from_config(&config.llm)
                 .map_err(|e| OracleError::Embedder(e.to_string()))?

@@ -10,9 +10,7 @@ use deloop_core::repetition::ClampConfig;
 
 use crate::auth::ApiKeys;
 use crate::metrics::Metrics;
-use crate::sessions::{
-    GuardSettings, MemoryStore, MetricsEvents, RedisSettings, RedisStore, SessionStore,
-};
+use crate::sessions::{GuardSettings, MemoryStore, MetricsEvents};
 use crate::settings::{ServerSettings, SettingsError};
 use crate::state::AppState;
 
@@ -80,6 +78,19 @@ pub fn state(
         let (state, store) = memory_state(settings, clamp, guard, keys);
         return Ok((state, Some(store)));
     }
+    shared_state(settings, clamp, guard, keys, redis_password)
+}
+
+/// The state of sessions shared through Valkey/Redis.
+#[cfg(feature = "redis")]
+fn shared_state(
+    settings: ServerSettings,
+    clamp: ClampConfig,
+    guard: GuardSettings,
+    keys: ApiKeys,
+    redis_password: Option<String>,
+) -> Result<(AppState, Option<Arc<MemoryStore>>), SettingsError> {
+    use deloop_sessions::{RedisSettings, RedisStore, SessionStore};
     let metrics = Arc::new(Metrics::new());
     let s = &settings.sessions;
     let redis = RedisSettings {
@@ -107,6 +118,25 @@ pub fn state(
     tracing::info!(store = %store.describe(), "sessions are shared through the store");
     let state = AppState::new(settings, clamp, guard, Arc::new(store), metrics, keys);
     Ok((state, None))
+}
+
+/// A build without the `redis` feature cannot share sessions: the store
+/// setting is refused, naming the feature.
+#[cfg(not(feature = "redis"))]
+fn shared_state(
+    _settings: ServerSettings,
+    _clamp: ClampConfig,
+    _guard: GuardSettings,
+    _keys: ApiKeys,
+    _redis_password: Option<String>,
+) -> Result<(AppState, Option<Arc<MemoryStore>>), SettingsError> {
+    Err(SettingsError {
+        key: "server.sessions.store",
+        message: "this deloop was built without the Valkey/Redis session store (the cargo \
+                  feature `redis`, on by default): rebuild it with default features, or use \
+                  store = \"memory\""
+            .into(),
+    })
 }
 
 /// Forgets idle sessions in the background, every `every` (the store also

@@ -31,6 +31,7 @@
 
 pub mod limits;
 pub mod memory;
+#[cfg(feature = "redis")]
 pub mod redis;
 pub mod session;
 
@@ -40,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "redis")]
 pub use redis::{RedisSettings, RedisStore};
 pub use session::Session;
 

@@ -8,10 +8,12 @@
 //! conformance suite (`tests/backends.rs`).
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::search::ChunkMatch;
 use crate::Result;
 
+#[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
@@ -74,7 +76,7 @@ pub fn unsupported_location(db: &Path) -> Option<String> {
 /// ```
 pub fn display_location(db: &Path) -> String {
     if is_database_url(db) {
-        postgres::redact(&db.to_string_lossy())
+        redact(&db.to_string_lossy())
     } else {
         db.display().to_string()
     }
@@ -169,4 +171,42 @@ pub(crate) trait Backend: Send + std::fmt::Debug {
     fn hyde_get(&self, model: &str, question: &str) -> Result<Option<String>>;
     /// Stores (or replaces) a HyDE passage.
     fn hyde_put(&self, model: &str, question: &str, passage: &str) -> Result<()>;
+}
+
+/// The default of [`crate::DbTimeout`]: connecting, waiting for a pooled
+/// connection, and each statement.
+pub const DEFAULT_DB_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `url` without its password: the `user:password@` secret and any
+/// `password=` parameter are removed.
+pub(crate) fn redact(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{user}@{host}")
+        }
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|p| !p.to_ascii_lowercase().starts_with("password="))
+                .collect();
+            if kept.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}?{}", kept.join("&"))
+            }
+        }
+        None => tail.to_string(),
+    };
+    if scheme.is_empty() {
+        format!("{authority}{tail}")
+    } else {
+        format!("{scheme}://{authority}{tail}")
+    }
 }

