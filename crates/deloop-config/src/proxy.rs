@@ -135,6 +135,16 @@ pub struct ProxySettings {
     /// Seconds after which a stream that got no post is forgotten.
     /// Default 300 (1 to 86,400: [`LITELLM_STREAM_IDLE_SECS_BOUNDS`]).
     pub litellm_stream_idle_secs: u64,
+    /// LiteLLM's guardrail API: the histories of `pre_call` checks kept by
+    /// `litellm_call_id` until the `post_call` check of the same call comes
+    /// (LiteLLM sends a reply's tool calls without the history they
+    /// continue); the oldest go first. 0 keeps none (a reply's calls are
+    /// then judged alone). Default 1,024 (0 to 1,000,000:
+    /// [`LITELLM_HISTORIES_BOUNDS`]).
+    pub litellm_histories: usize,
+    /// Bytes of requests those histories may hold. Default 64 MiB (1 MiB
+    /// to 16 GiB: [`LITELLM_HISTORY_BYTES_BOUNDS`]).
+    pub litellm_history_bytes: usize,
     /// Client connections: deadlines and the cap (`[proxy.connections]`).
     pub connections: crate::ConnectionSettings,
 }
@@ -145,6 +155,10 @@ pub const LITELLM_STREAMS_BOUNDS: (u64, u64) = (0, 1_000_000);
 pub const LITELLM_STREAM_BYTES_BOUNDS: (u64, u64) = (1 << 20, 16 << 30);
 /// Bounds of `proxy.litellm_stream_idle_secs`.
 pub const LITELLM_STREAM_IDLE_SECS_BOUNDS: (u64, u64) = (1, 86_400);
+/// Bounds of `proxy.litellm_histories`.
+pub const LITELLM_HISTORIES_BOUNDS: (u64, u64) = (0, 1_000_000);
+/// Bounds of `proxy.litellm_history_bytes`.
+pub const LITELLM_HISTORY_BYTES_BOUNDS: (u64, u64) = (1 << 20, 16 << 30);
 
 /// `Err` naming `key` and its bounds when `v` is outside them.
 fn in_range(key: &'static str, v: u64, (lo, hi): (u64, u64)) -> Result<(), SettingsError> {
@@ -187,6 +201,8 @@ impl Default for ProxySettings {
             litellm_streams: 1024,
             litellm_stream_bytes: 64 << 20,
             litellm_stream_idle_secs: 300,
+            litellm_histories: 1024,
+            litellm_history_bytes: 64 << 20,
             connections: crate::ConnectionSettings::default(),
         }
     }
@@ -331,6 +347,16 @@ impl ProxySettings {
             "proxy.litellm_stream_idle_secs",
             self.litellm_stream_idle_secs,
             LITELLM_STREAM_IDLE_SECS_BOUNDS,
+        )?;
+        in_range(
+            "proxy.litellm_histories",
+            self.litellm_histories as u64,
+            LITELLM_HISTORIES_BOUNDS,
+        )?;
+        in_range(
+            "proxy.litellm_history_bytes",
+            self.litellm_history_bytes as u64,
+            LITELLM_HISTORY_BYTES_BOUNDS,
         )?;
         self.connections
             .validate(crate::connections::Table::Proxy)?;
@@ -533,6 +559,23 @@ mod tests {
             s.validate().unwrap_err().key,
             "proxy.litellm_stream_idle_secs"
         );
+    }
+
+    #[test]
+    fn litellm_history_caps_out_of_range_name_key_and_bounds() {
+        let mut s = ProxySettings {
+            litellm_histories: 1_000_001,
+            ..ProxySettings::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.key, "proxy.litellm_histories");
+        assert!(e.message.contains("use 0 to 1000000"), "{}", e.message);
+        s.litellm_histories = 0;
+        s.validate().unwrap();
+        s.litellm_history_bytes = (16 << 30) + 1;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.key, "proxy.litellm_history_bytes");
+        assert!(e.message.contains("is out of range"), "{}", e.message);
     }
 
     #[test]

@@ -298,13 +298,6 @@ struct Recent {
     bytes: usize,
 }
 
-impl Default for RecentHistories {
-    /// 1,024 histories, 64 MiB.
-    fn default() -> Self {
-        RecentHistories::new(1024, 64 << 20)
-    }
-}
-
 impl RecentHistories {
     /// A store of at most `max_entries` histories and `max_bytes` of
     /// requests.
@@ -475,7 +468,7 @@ mod tests {
         // response check of the same call id without it.
         let j = judge();
         let c = ClampConfig::default();
-        let recent = RecentHistories::default();
+        let recent = RecentHistories::new(1024, 64 << 20);
         let loops = Some((ToolLoopAction::Block, &j));
         let calls = json!([{"id": "x", "type": "function",
             "function": {"name": "read", "arguments": "{\"path\":\"/a\"}"}}]);

@@ -71,6 +71,10 @@ impl ProxyState {
             }
         };
         let streams = crate::litellm::ResponseStreams::from_settings(&settings);
+        let recent = crate::litellm::RecentHistories::new(
+            settings.litellm_histories,
+            settings.litellm_history_bytes,
+        );
         Ok(ProxyState(Arc::new(Inner {
             settings,
             clamp,
@@ -82,7 +86,7 @@ impl ProxyState {
             replays: Arc::new(Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             )),
-            recent: Arc::default(),
+            recent: Arc::new(recent),
             streams: Arc::new(streams),
             events: None,
         })))

@@ -13,7 +13,7 @@ fn ask(
 ) -> (Value, usize) {
     let req = json!({"texts": texts, "input_type": "response", "litellm_call_id": id,
         "request_data": {}});
-    let histories = RecentHistories::default();
+    let histories = RecentHistories::new(1024, 64 << 20);
     let recall = Recall {
         histories: &histories,
         cost: 0,
