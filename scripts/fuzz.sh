@@ -70,8 +70,11 @@ run_one() {
         echo "== $target: FUZZ_NO_BUILD=1, using the binary already built" >&2
     else
         echo "== $target: building" >&2
+        # The wrapper instruments deloop's crates only (fuzz/rustc-wrapper.sh).
         # shellcheck disable=SC2046
-        (cd "$FUZZ" && CARGO_TARGET_DIR="$tdir" CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" cargo afl build --release --quiet --bin "$target" $(features_of "$target"))
+        (cd "$FUZZ" && CARGO_TARGET_DIR="$tdir" CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}" \
+            RUSTC_WRAPPER="$FUZZ/rustc-wrapper.sh" \
+            cargo afl build --release --quiet --bin "$target" $(features_of "$target"))
     fi
     local out="$FUZZ/out/$target"
     local input="$FUZZ/corpus/$target"

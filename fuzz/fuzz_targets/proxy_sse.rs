@@ -10,6 +10,8 @@
 //! reply (`response_format: json_object`), bit 4 reasoning unwatched,
 //! bit 5 the upstream fails at the end instead of closing.
 
+use std::sync::OnceLock;
+
 use bytes::Bytes;
 use deloop_fuzz::Input;
 use deloop_proxy::anthropic_stream::AnthropicStream;
@@ -39,13 +41,21 @@ fn read(chunks: &[&[u8]], limit: usize) -> Result<Vec<SseEvent>, ()> {
     Ok(events)
 }
 
-fn guard(flags: u8) -> StreamGuard {
+fn make_settings(flags: u8) -> StreamSettings {
     let mut settings = StreamSettings::new(if flags & 3 == 2 { "end_turn" } else { "stop" });
     settings.exact = flags & 4 != 0;
     if flags & 8 != 0 {
         settings.json = Some(JsonSpec::new(&JsonFormat::Object));
     }
     settings.guard_reasoning = flags & 16 == 0;
+    settings
+}
+
+fn guard(flags: u8) -> StreamGuard {
+    // The settings of each option (bits 0-4), built once per process.
+    static SETTINGS: OnceLock<Vec<StreamSettings>> = OnceLock::new();
+    let all = SETTINGS.get_or_init(|| (0..32).map(make_settings).collect());
+    let settings = all[usize::from(flags & 31)].clone();
     match flags & 3 {
         0 => StreamGuard::OpenAi(Box::new(OpenAiStream::new(Kind::Chat, settings, 1, false))),
         1 => StreamGuard::OpenAi(Box::new(OpenAiStream::new(

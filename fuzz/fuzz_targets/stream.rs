@@ -4,6 +4,8 @@
 //! forwards is a prefix of the input (exact mode: exactly the kept text).
 //! Options (byte 0): bit 0 exact mode, bit 1 the seed's rules.
 
+use std::sync::OnceLock;
+
 use deloop_core::repetition::{ClampConfig, GuardedStream, StreamCut, StreamWatcher};
 use deloop_fuzz::Input;
 
@@ -22,17 +24,17 @@ fn watch(config: &ClampConfig, chunks: &[&[u8]]) -> Option<StreamCut> {
 
 fn check(data: &[u8]) {
     let input = Input::read(data);
-    let config = if input.flags & 2 != 0 {
-        ClampConfig::seed_compat()
-    } else {
-        ClampConfig::default()
-    };
+    // Built once per process, shared by every input.
+    static CONFIGS: OnceLock<[ClampConfig; 2]> = OnceLock::new();
+    let [default, seed] =
+        CONFIGS.get_or_init(|| [ClampConfig::default(), ClampConfig::seed_compat()]);
+    let config = if input.flags & 2 != 0 { seed } else { default };
     let exact = input.flags & 1 != 0;
     let bytes = input.payload;
     let chunks = input.chunks();
 
-    let whole = watch(&config, &[bytes]);
-    let chunked = watch(&config, &chunks);
+    let whole = watch(config, &[bytes]);
+    let chunked = watch(config, &chunks);
     assert_eq!(whole, chunked, "the cut depends on the chunking");
 
     // The guarded stream (lossy: invalid bytes pass through unchanged).
@@ -72,7 +74,7 @@ fn check(data: &[u8]) {
 
     // Valid UTF-8 as text deltas (chunks widened to character boundaries).
     if let Ok(text) = std::str::from_utf8(bytes) {
-        let mut g = GuardedStream::new(config).exact(exact);
+        let mut g = GuardedStream::new(config.clone()).exact(exact);
         let mut out = String::new();
         let mut cut = None;
         let (mut off, mut i) = (0, 0);
